@@ -1,0 +1,1 @@
+"""Measured datasets with provenance and the built-in (calibrated) scenarios."""

@@ -1,0 +1,137 @@
+"""Acceptance models: accept length (tau), per-position conditional rates, PMF, tree drafts.
+
+Conventions (SGLang's ``accept len``, EAGLE's tau): the accepted length L counts the bonus
+token, so L is in [1, steps + 1]. ``rates[i]`` is P(draft token i+1 accepted | tokens 1..i
+accepted). Then tau(steps) = 1 + sum_{i<=steps} prod_{j<=i} rates[j]. All functions broadcast
+over leading axes; the last axis is the draft position.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+
+def extend_rates(rates, steps: int) -> np.ndarray:
+    """Rates for positions 1..steps: a profile shorter than steps repeats its last value."""
+    r = np.atleast_1d(np.asarray(rates, dtype=float))
+    m = r.shape[-1]
+    if m >= steps:
+        return r[..., :steps]
+    pad = np.repeat(r[..., -1:], steps - m, axis=-1)
+    return np.concatenate([r, pad], axis=-1)
+
+
+def survival(rates, steps: int) -> np.ndarray:
+    """P(L >= i + 1) for i = 1..steps: the cumulative product of conditional rates."""
+    return np.cumprod(extend_rates(rates, steps), axis=-1)
+
+
+def tau_from_rates(rates, steps: int) -> np.ndarray:
+    """Expected tokens committed per request per cycle (bonus included)."""
+    if steps <= 0:
+        return np.ones(np.shape(rates)[:-1])
+    return 1.0 + survival(rates, steps).sum(axis=-1)
+
+
+def pmf_from_rates(rates, steps: int) -> np.ndarray:
+    """P(L = 1..steps+1) from conditional rates."""
+    s = survival(rates, steps)
+    ones = np.ones(s.shape[:-1] + (1,))
+    ge = np.concatenate([ones, s], axis=-1)  # P(L >= 1..steps+1)
+    nxt = np.concatenate([s, np.zeros(s.shape[:-1] + (1,))], axis=-1)
+    return ge - nxt
+
+
+def rates_from_pmf(pmf) -> np.ndarray:
+    """Conditional rates from a PMF over L = 1..m (rate undefined past the support: 0)."""
+    p = np.asarray(pmf, dtype=float)
+    p = p / p.sum(axis=-1, keepdims=True)
+    ge = np.flip(np.cumsum(np.flip(p, -1), -1), -1)  # P(L >= j)
+    num, den = ge[..., 1:], ge[..., :-1]
+    return np.divide(num, den, out=np.zeros_like(num), where=den > 0)
+
+
+def constant_rate_from_tau(tau, steps) -> np.ndarray:
+    """The i.i.d. rate alpha with (1 - alpha^(steps+1)) / (1 - alpha) = tau (Leviathan et al.)."""
+    return scale_profile_to_tau(np.array([0.5]), tau, steps)
+
+
+def scale_profile_to_tau(base_rates, tau, steps, iters: int = 60) -> np.ndarray:
+    """Reshape a base profile to hit tau at `steps`: rates_i = base_i ** theta (bisection on theta).
+
+    theta -> 0 makes every rate 1 (tau = steps+1); theta -> inf makes them 0 (tau = 1); tau is
+    monotone in theta, so the result keeps the base profile's shape (its decay with depth).
+    Broadcasts over tau and steps; returns rates of length max(steps).
+    """
+    tau = np.asarray(tau, dtype=float)
+    steps_arr = np.asarray(steps, dtype=int)
+    smax = int(np.max(steps_arr))
+    base = np.clip(extend_rates(base_rates, smax), 1e-9, 1 - 1e-12)
+    shape = np.broadcast(tau, steps_arr).shape
+    lo = np.full(shape, -12.0)  # log theta bounds
+    hi = np.full(shape, 12.0)
+    pos = np.arange(1, smax + 1)
+    mask = pos <= steps_arr[..., None] if shape else pos <= int(steps_arr)
+    logb = np.log(base)
+    for _ in range(iters):
+        mid = 0.5 * (lo + hi)
+        r = np.exp(logb * np.exp(mid)[..., None])
+        t = 1.0 + np.where(mask, np.cumprod(r, axis=-1), 0.0).sum(axis=-1)
+        too_high = t > tau
+        lo = np.where(too_high, mid, lo)
+        hi = np.where(too_high, hi, mid)
+    return np.exp(logb * np.exp(0.5 * (lo + hi))[..., None])
+
+
+def leviathan_tokens_per_cycle(alpha, gamma) -> np.ndarray:
+    """Leviathan et al. (2023): E[tokens] = (1 - alpha^(gamma+1)) / (1 - alpha)."""
+    a = np.asarray(alpha, dtype=float)
+    g = np.asarray(gamma, dtype=float)
+    return np.where(np.isclose(a, 1.0), g + 1, (1 - a ** (g + 1)) / np.where(np.isclose(a, 1.0), 1, 1 - a))
+
+
+def accept_length_std(rates, steps: int) -> np.ndarray:
+    """Standard deviation of tokens committed per request per cycle."""
+    pmf = pmf_from_rates(rates, steps)
+    L = np.arange(1, steps + 2)
+    m = (pmf * L).sum(-1)
+    return np.sqrt(np.maximum((pmf * L**2).sum(-1) - m**2, 0.0))
+
+
+def candidate_rank_probs(rates_at_depth, topk: int) -> np.ndarray:
+    """P(the rank-j draft candidate is the accepted token), j = 1..topk, at one depth.
+
+    A draft whose top-1 is accepted with probability r is modelled as placing the target's
+    token at rank j with probability r (1 - r)^(j-1): top-1 reproduces the chain, and the
+    chance that some candidate matches, 1 - (1 - r)^topk, grows with the width of the tree.
+    """
+    r = np.asarray(rates_at_depth, dtype=float)[..., None]
+    j = np.arange(topk)
+    return r * (1 - r) ** j
+
+
+def tree_accept_length(rates, steps: int, topk: int, num_draft_tokens: int) -> np.ndarray:
+    """Expected accepted length of an EAGLE-2/3 dynamic tree, SGLang's construction.
+
+    Level 1 offers ``topk`` candidates; each later level expands the ``topk`` best paths by
+    ``topk`` children and keeps the best ``topk`` (pool = topk + (steps-1) topk^2); the verify
+    takes the ``num_draft_tokens - 1`` highest-valued nodes. A node's value is the probability
+    that its whole path is accepted, so tau = 1 + sum of the chosen values (positional
+    independence, as in Sequoia). topk = 1 reduces exactly to :func:`tau_from_rates`.
+    """
+    r = extend_rates(rates, steps)
+    budget = max(int(num_draft_tokens) - 1, 0)
+    if topk == 1:
+        return tau_from_rates(r, min(steps, budget)) if budget else np.ones(r.shape[:-1])
+    lead = r.shape[:-1]
+    beam = candidate_rank_probs(r[..., 0], topk)  # (..., topk) level-1 path values
+    pool = [beam]
+    for dpt in range(1, steps):
+        child = beam[..., :, None] * candidate_rank_probs(r[..., dpt], topk)[..., None, :]
+        child = child.reshape(lead + (topk * topk,))
+        beam = -np.sort(-child, axis=-1)[..., :topk]
+        pool.append(child)
+    allv = np.concatenate(pool, axis=-1)
+    take = min(budget, allv.shape[-1])
+    best = -np.sort(-allv, axis=-1)[..., :take]
+    return 1.0 + best.sum(axis=-1)

@@ -1,0 +1,104 @@
+"""One EAGLE speculative cycle and one plain decode step, phase by phase (SGLang v1/v2 order).
+
+cycle = draft (steps-1 head forwards, one graph) + target verify (num_draft_tokens per request)
+      + accept/sample (eager kernels, GPU->CPU sync, Python per token) + draft-extend
+      + host scheduling; with the overlap scheduler, host work hides behind the GPU.
+tok/s = batch x E[tokens per request per cycle] / cycle time          (Sequoia's one line)
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .cost import draft_forward_ms, target_forward_ms
+from .params import Params
+
+PHASES = ("draft", "verify", "accept", "draft_extend", "host")
+
+
+def graph_batch(p: Params, batch, graph):
+    """Pad a batch up to the next captured graph size; past the largest one the forward is eager."""
+    sizes = np.asarray(p["capture_batch_sizes"], dtype=float)
+    b = np.asarray(batch, dtype=float)
+    idx = np.searchsorted(sizes, b, side="left")
+    fits = idx < len(sizes)
+    padded = np.where(fits, sizes[np.minimum(idx, len(sizes) - 1)], b)
+    g = np.asarray(graph, dtype=float) * fits
+    return np.where(g > 0, padded, b), g
+
+
+def _eager_small_ms(p: Params, count):
+    """count tiny eager kernels: each costs the longer of its launch and its GPU floor."""
+    return count * np.maximum(p["eager_launch_us"], p["kernel_floor_us"]) / 1e3
+
+
+def verify_breakdown(p: Params, num_draft_tokens=None, batch=None) -> dict:
+    """Target verify forward (ms by component) over batch x num_draft_tokens tokens."""
+    ndt = p["num_draft_tokens"] if num_draft_tokens is None else num_draft_tokens
+    b, g = graph_batch(p, p["batch"] if batch is None else batch, p["graph_verify"])
+    return target_forward_ms(p, ndt, batch=b, graph=g, multi_token=True)
+
+
+def decode_breakdown(p: Params, batch=None) -> dict:
+    """Target forward of the plain 1-token decode step (ms by component)."""
+    b, g = graph_batch(p, p["batch"] if batch is None else batch, p["graph_decode"])
+    return target_forward_ms(p, 1.0, batch=b, graph=g, multi_token=False)
+
+
+def cycle_phases_ms(p: Params, tau) -> dict:
+    """Per-phase time of one speculative cycle (ms); ``tau`` = mean accepted length per request."""
+    steps, topk = p["steps"], p["topk"]
+    batch = np.asarray(p["batch"], dtype=float)
+    sync_ms = p["host_sync_us"] / 1e3
+    overlap = np.asarray(p["overlap_scheduler"], dtype=float)
+
+    # draft: steps-1 head forwards of width topk, captured together in one graph
+    bd, gd = graph_batch(p, batch, p["graph_draft"])
+    fwd = draft_forward_ms(p, topk, batch=bd, graph=gd)
+    n_fwd = np.maximum(steps - 1, 0)
+    per_step_ms = fwd["total"] - gd * p["graph_fixed_us"] / 1e3
+    topk_kernels_ms = 2 * (p["kernel_floor_us"] + gd * p["graph_node_us"]) / 1e3 + (1 - gd) * _eager_small_ms(p, 2)
+    draft_gpu = n_fwd * (per_step_ms + topk_kernels_ms) + (n_fwd > 0) * gd * p["graph_fixed_us"] / 1e3
+    draft_pre_gpu = _eager_small_ms(p, 2)  # KV slot assignment kernels
+
+    verify = verify_breakdown(p)["total"]
+
+    # accept/sample: tree build + argmax/sampling kernels over the logits, then a host sync
+    rows = batch * p["num_draft_tokens"]
+    logits_ms = rows * p["vocab"] * 4.0 / (p["hbm_bytes_per_s"] * p["mem_efficiency"]) * 1e3
+    accept_gpu = _eager_small_ms(p, p["sample_kernels"]) + logits_ms
+
+    # draft-extend over accepted + bonus tokens, padded to steps+1 per request (v1 graph width)
+    be, ge = graph_batch(p, batch, p["graph_draft_extend"])
+    extend_gpu = draft_forward_ms(p, steps + 1, batch=be, graph=ge, fuse=True)["total"]
+
+    # host: scheduler/bookkeeping, GPU->CPU syncs (draft preprocess, accept, extend) and the
+    # Python loop over committed tokens; v2 (overlap) drops the syncs and hides the rest
+    host_ms = p["host_per_cycle_ms"] + batch * tau * p["host_per_token_us"] / 1e3
+    syncs_ms = 3 * sync_ms * (1 - overlap)
+    gpu_ms = draft_gpu + draft_pre_gpu + verify + accept_gpu + extend_gpu
+    exposed_host = (1 - overlap) * host_ms + overlap * np.maximum(host_ms - gpu_ms, 0.0) + syncs_ms
+    return {
+        "draft": draft_gpu + draft_pre_gpu,
+        "verify": verify,
+        "accept": accept_gpu,
+        "draft_extend": extend_gpu,
+        "host": exposed_host,
+    }
+
+
+def cycle_ms(phases: dict) -> np.ndarray:
+    return sum(phases[k] for k in PHASES)
+
+
+def baseline_step_ms(p: Params) -> dict:
+    """One plain decode iteration: target forward + sampling + host (amortised, overlapped)."""
+    batch = np.asarray(p["batch"], dtype=float)
+    fwd = decode_breakdown(p)["total"]
+    logits_ms = batch * p["vocab"] * 4.0 / (p["hbm_bytes_per_s"] * p["mem_efficiency"]) * 1e3
+    sample = _eager_small_ms(p, 4) + logits_ms
+    host = p["host_per_decode_step_ms"] / p["continuous_decode_steps"] + batch * p["host_per_token_us"] / 1e3
+    ov = np.asarray(p["overlap_scheduler_baseline"], dtype=float)
+    gpu = fwd + sample
+    exposed = (1 - ov) * host + ov * np.maximum(host - gpu, 0.0)
+    return {"forward": fwd, "sample": sample, "host": exposed, "total": gpu + exposed}

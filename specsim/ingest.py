@@ -1,0 +1,1049 @@
+"""Ingest SGLang / vLLM speculative-decoding logs and benchmark outputs as calibration data.
+
+Recognised per line (a file may mix formats):
+
+* SGLang ``Decode batch`` stats lines, all known versions (``Decode batch.`` / ``Decode batch,`` /
+  ``Decode batch [iter],``; with or without ``accept len``, ``accept rate``, ``cuda graph`` /
+  ``cpu graph``, PD-decode and hybrid SWA / mamba fields, trailing comma, log prefix).
+* SGLang CUDA-graph capture lines (``Capture cuda graph begin/end/bs [...]``, ``Capture draft
+  [extend] cuda graph ...`` and the phase-named ``Capture target verify CUDA graph ...`` style).
+* ``bench_speculative.py`` and ``bench_serving.py`` JSON lines.
+* vLLM spec-decode metrics lines (V1 ``SpecDecoding metrics: ...`` and V0 ``Speculative
+  metrics: ...``).
+* Side information: overlap-scheduler messages and ``server_args`` / CLI spec settings.
+
+Every line lands in exactly one bucket: parsed (gave at least one record), skipped (looked like a
+known format but was truncated / corrupt / out of range, or was unrecognised JSON) or ignored
+(anything else, including the side-information lines), so
+``lines_total == parsed lines + lines_skipped + lines_ignored``. Parsing never raises except
+:class:`IngestError` (missing / unreadable file, or nothing usable at all).
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import math
+import os
+import re
+import statistics
+from collections import Counter, defaultdict
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+__all__ = [
+    "BenchRecord",
+    "CaptureRecord",
+    "DecodeRecord",
+    "IngestError",
+    "IngestResult",
+    "VllmSpecRecord",
+    "ingest_files",
+    "ingest_text",
+]
+
+
+class IngestError(ValueError):
+    """Raised (one-line message) for a missing/unreadable file or when no record was found."""
+
+
+# --------------------------------------------------------------------------------------------
+# Records
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class DecodeRecord:
+    """One SGLang ``Decode batch`` line (stats over the last ``--decode-log-interval`` steps).
+
+    ``accept_length`` is the mean tokens committed per request per cycle (incl. bonus token);
+    ``None`` on non-speculative servers. ``accept_rate`` is version dependent (see reference
+    section 3.2): recompute it from ``accept_length`` rather than trusting it.
+    """
+
+    running_req: int
+    accept_length: float | None
+    accept_rate: float | None
+    cuda_graph: bool | None
+    gen_throughput_tok_s: float
+    queue_req: int | None
+    timestamp: str | None
+    tp_rank: int | None
+    version_hint: str  # "v0.4.3", "v0.4.6", "v0.5.3" or "newest"
+
+
+@dataclass(frozen=True)
+class CaptureRecord:
+    """One SGLang CUDA-graph capture line (startup)."""
+
+    phase: str  # "target", "target_verify", "draft_decode", "draft_extend" or "unknown"
+    event: str  # "begin" | "end" | "bs_list"
+    avail_mem_gb: float | None
+    mem_usage_gb: float | None
+    elapsed_s: float | None
+    batch_sizes: tuple[int, ...] | None
+
+
+@dataclass(frozen=True)
+class BenchRecord:
+    """One ``bench_speculative.py`` or ``bench_serving.py`` JSON line.
+
+    bench_speculative: ``step_time_ms`` is the p20 wall time of one decode iteration (= one spec
+    cycle) at ``batch_size``; ``speed_tok_s`` is per-request tokens/s. bench_serving:
+    ``output_throughput_tok_s`` is aggregate, ``median_itl_ms`` ~ cycle time, ``batch_size`` is
+    ``max_concurrency`` and steps/topk/num_draft_tokens come from ``server_info`` when present
+    (0 when the server ran without speculative decoding).
+    """
+
+    source: str  # "bench_speculative" | "bench_serving"
+    batch_size: int | None
+    steps: int | None
+    topk: int | None
+    num_draft_tokens: int | None
+    accept_length: float | None
+    step_time_ms: float | None
+    speed_tok_s: float | None
+    output_throughput_tok_s: float | None
+    median_itl_ms: float | None
+
+
+@dataclass(frozen=True)
+class VllmSpecRecord:
+    """One vLLM spec-decode metrics line.
+
+    ``per_position_rates`` are as printed by vLLM V1: the fraction of drafts whose position ``i``
+    was accepted, i.e. the *unconditional* P(accepted length > i). ``draft_acceptance_rate`` is a
+    fraction in [0, 1] (V1 prints a percentage, V0 a fraction). For V0 lines
+    ``mean_acceptance_length`` is derived as ``emitted * k / drafted`` (or
+    ``system_efficiency * (k + 1)``); for V1 ``num_spec_tokens`` is the number of positions.
+    """
+
+    mean_acceptance_length: float | None
+    per_position_rates: tuple[float, ...] | None
+    num_spec_tokens: int | None
+    draft_acceptance_rate: float | None
+    accepted_tokens: int | None
+    drafted_tokens: int | None
+
+
+# --------------------------------------------------------------------------------------------
+# Result
+# --------------------------------------------------------------------------------------------
+
+
+def _mean(xs: list[float]) -> float | None:
+    return statistics.fmean(xs) if xs else None
+
+
+def _wmean(pairs: list[tuple[float, float]]) -> float | None:
+    total_w = sum(w for _, w in pairs)
+    if not pairs or total_w <= 0:
+        return None
+    return sum(v * w for v, w in pairs) / total_w
+
+
+def _sort_key(key: tuple[Any, ...]) -> tuple[Any, ...]:
+    return tuple((x is None, "" if x is None else x) for x in key)
+
+
+def _conditional_rates(uncond: list[float]) -> tuple[float, ...]:
+    """Convert P(accepted length > i) into P(accept i | accepted 0..i-1)."""
+    out: list[float] = []
+    prev = 1.0
+    for u in uncond:
+        c = u / prev if prev > 0 else 0.0
+        out.append(min(1.0, max(0.0, c)))
+        prev = u
+    return tuple(out)
+
+
+def _mean_conditional_rates(records: list[VllmSpecRecord]) -> tuple[float, ...] | None:
+    """Drafts-weighted mean of unconditional per-position rates, then made conditional.
+
+    Only records with the most common number of positions are used.
+    """
+    with_rates = [r for r in records if r.per_position_rates]
+    if not with_rates:
+        return None
+    length = Counter(len(r.per_position_rates or ()) for r in with_rates).most_common(1)[0][0]
+    group = [r for r in with_rates if len(r.per_position_rates or ()) == length]
+    if all(r.drafted_tokens for r in group):
+        weights = [float(r.drafted_tokens or 0) for r in group]
+    else:
+        weights = [1.0] * len(group)
+    total = sum(weights)
+    uncond = [
+        sum(w * (r.per_position_rates or ())[i] for r, w in zip(group, weights, strict=True)) / total
+        for i in range(length)
+    ]
+    return _conditional_rates(uncond)
+
+
+@dataclass
+class IngestResult:
+    """Everything parsed from one or more files (see module docstring for line accounting)."""
+
+    files: list[str]
+    formats: dict[str, int]  # detected format -> number of parsed records
+    decode: list[DecodeRecord]
+    captures: list[CaptureRecord]
+    bench: list[BenchRecord]
+    vllm: list[VllmSpecRecord]
+    lines_total: int
+    lines_skipped: int
+    lines_ignored: int
+    overlap_scheduler: bool | None
+    spec_config: dict | None  # {"steps", "topk", "num_draft_tokens"} from server args, or None
+    # spec config in force (per file, at that line) for each entry of ``decode``
+    _decode_spec: list[dict | None] = field(default_factory=list, repr=False, compare=False)
+
+    # ---- derived views -------------------------------------------------------------------
+
+    def _points(self) -> list[dict[str, Any]]:
+        """One normalised dict per decode / bench / vLLM record (captures excluded)."""
+        pts: list[dict[str, Any]] = []
+        specs = self._decode_spec if len(self._decode_spec) == len(self.decode) else []
+        for i, d in enumerate(self.decode):
+            cfg = (specs[i] if specs else None) or self.spec_config or {}
+            acc = d.accept_length
+            if acc is None:  # no "accept len": the server ran without speculation
+                cfg = {"steps": 0, "topk": 0, "num_draft_tokens": 0}
+            steps = cfg.get("steps")
+            baseline = acc is None or steps == 0
+            eff_acc = acc if acc is not None else 1.0
+            cycle = None
+            if d.gen_throughput_tok_s > 0 and d.running_req > 0:
+                cycle = 1000.0 * eff_acc * d.running_req / d.gen_throughput_tok_s
+            pts.append({
+                "source": "decode",
+                "steps": steps,
+                "topk": cfg.get("topk"),
+                "num_draft_tokens": cfg.get("num_draft_tokens"),
+                "batch": d.running_req,
+                "accept_length": eff_acc,
+                "cycle_ms": cycle,
+                "tok_s": d.gen_throughput_tok_s,
+                "tok_s_per_req": (d.gen_throughput_tok_s / d.running_req
+                                  if d.running_req > 0 else None),
+                "baseline": baseline,
+                "cuda_graph": d.cuda_graph,
+                "weight": float(max(d.running_req, 1)),
+                "rates": None,
+            })
+        for b in self.bench:
+            if b.source == "bench_speculative":
+                baseline = b.steps == 0 or (b.steps is None and not b.num_draft_tokens)
+                tok_s = (b.speed_tok_s * b.batch_size
+                         if b.speed_tok_s is not None and b.batch_size else None)
+                per_req = b.speed_tok_s
+                cycle = b.step_time_ms
+                acc = b.accept_length if b.accept_length is not None else (
+                    1.0 if baseline else None)
+            else:
+                baseline = b.steps == 0 if b.steps is not None else b.accept_length is None
+                tok_s = b.output_throughput_tok_s
+                per_req = (tok_s / b.batch_size if tok_s is not None and b.batch_size else None)
+                cycle = b.median_itl_ms if b.median_itl_ms else None
+                acc = b.accept_length if b.accept_length is not None else (
+                    1.0 if baseline else None)
+            pts.append({
+                "source": b.source,
+                "steps": b.steps,
+                "topk": b.topk,
+                "num_draft_tokens": b.num_draft_tokens,
+                "batch": b.batch_size,
+                "accept_length": acc,
+                "cycle_ms": cycle,
+                "tok_s": tok_s,
+                "tok_s_per_req": per_req,
+                "baseline": baseline,
+                "cuda_graph": None,
+                "weight": 1.0,
+                "rates": None,
+            })
+        for v in self.vllm:
+            weight = 1.0
+            if v.drafted_tokens and v.num_spec_tokens:
+                weight = v.drafted_tokens / v.num_spec_tokens
+            pts.append({
+                "source": "vllm",
+                "steps": v.num_spec_tokens,
+                "topk": None,
+                "num_draft_tokens": None,
+                "batch": None,
+                "accept_length": v.mean_acceptance_length,
+                "cycle_ms": None,
+                "tok_s": None,
+                "tok_s_per_req": None,
+                "baseline": False,
+                "cuda_graph": None,
+                "weight": weight,
+                "rates": v,
+            })
+        return pts
+
+    def summary(self) -> list[dict]:
+        """Group records per (source, steps, topk, num_draft_tokens, batch).
+
+        Each row: ``n``, ``accept_length_mean``, ``tok_s_mean`` (aggregate over the batch),
+        ``tok_s_per_req_mean``, ``cycle_ms_mean`` / ``cycle_ms_median`` (bench_speculative
+        ``step_time``; bench_serving ``median_itl_ms``; decode logs
+        ``1000 * accept_len * running_req / gen_throughput``) and ``per_position_rates``
+        (conditional, vLLM groups only). vLLM groups use ``steps = num_spec_tokens``.
+        Decode-log steps/topk/num_draft_tokens come from the server args seen in the log.
+        """
+        groups: dict[tuple[Any, ...], list[dict[str, Any]]] = defaultdict(list)
+        for p in self._points():
+            key = (p["source"], p["steps"], p["topk"], p["num_draft_tokens"], p["batch"])
+            groups[key].append(p)
+        rows: list[dict] = []
+        for key in sorted(groups, key=_sort_key):
+            pts = groups[key]
+            cycles = [p["cycle_ms"] for p in pts if p["cycle_ms"] is not None]
+            vrecs = [p["rates"] for p in pts if p["rates"] is not None]
+            rates = _mean_conditional_rates(vrecs) if vrecs else None
+            rows.append({
+                "source": key[0],
+                "steps": key[1],
+                "topk": key[2],
+                "num_draft_tokens": key[3],
+                "batch": key[4],
+                "n": len(pts),
+                "baseline": all(p["baseline"] for p in pts),
+                "accept_length_mean": _mean(
+                    [p["accept_length"] for p in pts if p["accept_length"] is not None]),
+                "tok_s_mean": _mean([p["tok_s"] for p in pts if p["tok_s"] is not None]),
+                "tok_s_per_req_mean": _mean(
+                    [p["tok_s_per_req"] for p in pts if p["tok_s_per_req"] is not None]),
+                "cycle_ms_mean": _mean(cycles),
+                "cycle_ms_median": statistics.median(cycles) if cycles else None,
+                "per_position_rates": list(rates) if rates is not None else None,
+            })
+        return rows
+
+    def acceptance_rates(self) -> tuple[float, ...] | None:
+        """Mean per-position *conditional* acceptance rates from vLLM records, or None.
+
+        vLLM prints, per position i, the fraction of drafts whose token i was accepted, i.e.
+        the unconditional ``u_i = P(accepted length > i)``. The unconditional vectors are
+        averaged (weighted by drafted tokens; records with the most common number of
+        positions only) and converted to ``c_0 = u_0``, ``c_i = u_i / u_{i-1}`` (0 if
+        ``u_{i-1} == 0``), i.e. P(position i accepted | positions < i accepted).
+        """
+        return _mean_conditional_rates(self.vllm)
+
+    def mean_accept_length(self) -> float | None:
+        """Weighted mean accept length over all non-baseline records that carry one.
+
+        Weights are the request-verifications a record stands for where the log gives them
+        (decode lines: ``#running-req``; vLLM: number of drafts), else 1.
+        """
+        pairs = [
+            (p["accept_length"], p["weight"])
+            for p in self._points()
+            if p["accept_length"] is not None and not p["baseline"]
+        ]
+        return _wmean(pairs)
+
+    def cycle_points(self) -> list[dict]:
+        """Calibration points with a known cycle time, one per decode / bench record.
+
+        Keys: steps, topk, num_draft_tokens, batch, accept_length, cycle_ms, tok_s (aggregate
+        tokens/s), baseline (plain decode step, no speculation), plus source, tok_s_per_req and
+        cuda_graph (decode lines only). Decode-log points include prefill time that fell into
+        the logging window; filter on ``source`` if that matters.
+        """
+        out: list[dict] = []
+        for p in self._points():
+            if p["cycle_ms"] is None or p["cycle_ms"] <= 0:
+                continue
+            out.append({k: p[k] for k in (
+                "steps", "topk", "num_draft_tokens", "batch", "accept_length", "cycle_ms",
+                "tok_s", "baseline", "source", "tok_s_per_req", "cuda_graph")})
+        return out
+
+    def to_dict(self) -> dict:
+        """JSON-serialisable view (records, counters, summary and derived values)."""
+
+        def rec(r: Any) -> dict:
+            d = asdict(r)
+            return {k: list(v) if isinstance(v, tuple) else v for k, v in d.items()}
+
+        rates = self.acceptance_rates()
+        return {
+            "files": list(self.files),
+            "formats": dict(self.formats),
+            "lines_total": self.lines_total,
+            "lines_skipped": self.lines_skipped,
+            "lines_ignored": self.lines_ignored,
+            "overlap_scheduler": self.overlap_scheduler,
+            "spec_config": dict(self.spec_config) if self.spec_config else None,
+            "decode": [rec(r) for r in self.decode],
+            "captures": [rec(r) for r in self.captures],
+            "bench": [rec(r) for r in self.bench],
+            "vllm": [rec(r) for r in self.vllm],
+            "summary": self.summary(),
+            "cycle_points": self.cycle_points(),
+            "acceptance_rates": list(rates) if rates is not None else None,
+            "mean_accept_length": self.mean_accept_length(),
+        }
+
+
+# --------------------------------------------------------------------------------------------
+# Low-level parsing helpers
+# --------------------------------------------------------------------------------------------
+
+_A = re.ASCII
+_INT = r"[0-9]{1,18}"
+_FLOAT = r"-?[0-9]{1,15}(?:\.[0-9]{1,12})?"
+_INT_RE = re.compile(_INT, _A)
+_FLOAT_RE = re.compile(_FLOAT, _A)
+
+
+class _Corrupt(Exception):
+    """Internal: the line looks like a known format but cannot be trusted."""
+
+
+def _int(s: str, lo: int = 0) -> int:
+    if not _INT_RE.fullmatch(s):
+        raise _Corrupt
+    v = int(s)
+    if v < lo:
+        raise _Corrupt
+    return v
+
+
+def _float(s: str, lo: float = 0.0, hi: float = math.inf) -> float:
+    if not _FLOAT_RE.fullmatch(s):
+        raise _Corrupt
+    v = float(s)
+    if not (lo <= v <= hi):
+        raise _Corrupt
+    return v
+
+
+def _jnum(x: Any, lo: float = 0.0, hi: float = math.inf, *, allow_none: bool = True,
+          lo_open: bool = False) -> float | None:
+    """Validate a JSON number; None passes through if allowed."""
+    if x is None:
+        if allow_none:
+            return None
+        raise _Corrupt
+    if isinstance(x, bool) or not isinstance(x, (int, float)):
+        raise _Corrupt
+    try:
+        v = float(x)
+    except OverflowError:
+        raise _Corrupt from None
+    if not math.isfinite(v) or v < lo or v > hi or (lo_open and v == lo):
+        raise _Corrupt
+    return v
+
+
+def _jint(x: Any, lo: int = 0, *, allow_none: bool = True) -> int | None:
+    if x is None:
+        if allow_none:
+            return None
+        raise _Corrupt
+    if isinstance(x, bool):
+        raise _Corrupt
+    if isinstance(x, float) and x.is_integer() and abs(x) < 2**53:
+        x = int(x)
+    if not isinstance(x, int) or x < lo:
+        raise _Corrupt
+    return x
+
+
+# ---- log prefix ------------------------------------------------------------------------------
+
+_TS = r"[0-9]{4}-[0-9]{2}-[0-9]{2}[ T][0-9]{2}:[0-9]{2}:[0-9]{2}(?:[.,][0-9]{1,9})?"
+_BRACKET_PREFIX_RE = re.compile(r"\[(" + _TS + r")([^\]]*)\]", _A)
+_BARE_TS_RE = re.compile(_TS, _A)
+_TP_RE = re.compile(r"\bTP([0-9]{1,6})\b", _A)
+
+
+def _prefix_info(prefix: str) -> tuple[str | None, int | None]:
+    m = _BRACKET_PREFIX_RE.search(prefix)
+    if m:
+        tp = _TP_RE.search(m.group(2))
+        return m.group(1), (int(tp.group(1)) if tp else None)
+    m2 = _BARE_TS_RE.search(prefix)
+    tp = _TP_RE.search(prefix)
+    return (m2.group(0) if m2 else None), (int(tp.group(1)) if tp else None)
+
+
+# ---- SGLang Decode batch -----------------------------------------------------------------------
+
+_DECODE_MARK_RE = re.compile(r"Decode batch(?: \[([0-9]{1,18})\])?([.,])(?: |$)", _A)
+_KV_RE = re.compile(r"(#?[A-Za-z][A-Za-z0-9 _/()\-]{0,60}): (\S{1,40})", _A)
+_GENERIC_VALUE_RE = re.compile(r"[A-Za-z0-9_.+\-%]+", _A)
+_INT_KEYS = {
+    "#running-req", "#token", "#queue-req", "#full token", "#swa token", "mamba num",
+    "#prealloc-req", "#transfer-req", "#retracted-req",
+}
+_FLOAT_KEYS = {
+    "token usage", "full token usage", "swa token usage", "mamba usage",
+    "pre-allocated usage",
+}
+
+
+def _parse_decode(seg: str, prefix: str) -> DecodeRecord:
+    """Parse one ``Decode batch...`` segment (``seg`` starts at the marker)."""
+    m = _DECODE_MARK_RE.match(seg)
+    if not m:
+        raise _Corrupt
+    iter_no, sep = m.group(1), m.group(2)
+    body = seg[m.end():].rstrip()
+    trailing_comma = body.endswith(",")
+    if trailing_comma:
+        body = body[:-1]
+    if not body:
+        raise _Corrupt
+    fields: dict[str, str] = {}
+    order: list[str] = []
+    for part in body.split(", "):
+        kv = _KV_RE.fullmatch(part)
+        if not kv:
+            raise _Corrupt
+        key, val = kv.group(1), kv.group(2)
+        if key in fields:
+            raise _Corrupt
+        fields[key] = val
+        order.append(key)
+    if not order or order[0] != "#running-req":
+        raise _Corrupt
+    for key in ("#running-req", "gen throughput (token/s)", "#queue-req"):
+        if key not in fields:
+            raise _Corrupt
+    cuda_graph: bool | None = None
+    accept_len: float | None = None
+    accept_rate: float | None = None
+    for key, val in fields.items():
+        if key in _INT_KEYS:
+            _int(val)
+        elif key in _FLOAT_KEYS:
+            _float(val)
+        elif key == "accept len":
+            accept_len = _float(val, lo=1.0, hi=1e4)
+        elif key == "accept rate":
+            accept_rate = _float(val, lo=0.0, hi=1.0)
+        elif key in ("cuda graph", "cpu graph"):
+            if val not in ("True", "False"):
+                raise _Corrupt
+            cuda_graph = val == "True"
+        elif key == "gen throughput (token/s)":
+            pass
+        elif not _GENERIC_VALUE_RE.fullmatch(val):
+            raise _Corrupt
+    gen = _float(fields["gen throughput (token/s)"], lo=0.0)
+    running = _int(fields["#running-req"])
+    queue = _int(fields["#queue-req"])
+    if sep == "," or iter_no is not None:
+        hint = "newest"
+    elif accept_rate is not None:
+        hint = "v0.5.3"
+    elif cuda_graph is None:
+        hint = "v0.4.3"
+    elif trailing_comma:
+        hint = "v0.5.3"
+    else:
+        hint = "v0.4.6"
+    ts, tp = _prefix_info(prefix)
+    return DecodeRecord(
+        running_req=running,
+        accept_length=accept_len,
+        accept_rate=accept_rate,
+        cuda_graph=cuda_graph,
+        gen_throughput_tok_s=gen,
+        queue_req=queue,
+        timestamp=ts,
+        tp_rank=tp,
+        version_hint=hint,
+    )
+
+
+# ---- SGLang CUDA-graph capture ---------------------------------------------------------------
+
+_CAPTURE_RE = re.compile(
+    r"Capture (?:(target|draft) )?(?:(decode|verify|extend|prefill) )?(?:cuda|CUDA) graph "
+    r"(begin|end|bs)\b", _A)
+_AVAIL_RE = re.compile(r"avail mem=(" + _FLOAT + r") GB", _A)
+_USAGE_RE = re.compile(r"mem usage=(" + _FLOAT + r") GB", _A)
+_ELAPSED_RE = re.compile(
+    r"(?:Time elapsed: (" + _FLOAT + r") s\.|elapsed=(" + _FLOAT + r") s,)", _A)
+_BS_LIST_RE = re.compile(r"\[([0-9, ]{0,4000})\]", _A)
+_PHASES = {
+    (None, None): "target",
+    ("target", None): "target",
+    ("target", "decode"): "target",
+    ("target", "verify"): "target_verify",
+    ("draft", None): "draft_decode",
+    ("draft", "decode"): "draft_decode",
+    ("draft", "extend"): "draft_extend",
+}
+
+
+def _int_list(s: str) -> tuple[int, ...]:
+    parts = [p.strip() for p in s.split(",")]
+    if not parts or any(not p for p in parts):
+        raise _Corrupt
+    vals = tuple(_int(p, lo=1) for p in parts)
+    return vals
+
+
+def _parse_capture(m: re.Match[str], line: str) -> CaptureRecord:
+    phase = _PHASES.get((m.group(1), m.group(2)), "unknown")
+    event = m.group(3)
+    rest = line[m.end():].rstrip()
+    if event == "bs":
+        bm = _BS_LIST_RE.match(rest.lstrip())
+        if not bm or rest.lstrip()[bm.end():].strip():
+            raise _Corrupt
+        return CaptureRecord(phase, "bs_list", None, None, None, _int_list(bm.group(1)))
+    if event == "begin":
+        am = _AVAIL_RE.search(rest)
+        if not am or not rest.endswith("GB"):
+            raise _Corrupt
+        bs: tuple[int, ...] | None = None
+        if "bs=" in rest:
+            bi = rest.index("bs=") + 3
+            bm = _BS_LIST_RE.match(rest, bi)
+            if not bm:
+                raise _Corrupt
+            bs = _int_list(bm.group(1))
+        return CaptureRecord(phase, "begin", _float(am.group(1)), None, None, bs)
+    em = _ELAPSED_RE.search(rest)
+    am = _AVAIL_RE.search(rest)
+    um = _USAGE_RE.search(rest)
+    if not (em and am and um) or not rest.endswith("GB."):
+        raise _Corrupt
+    elapsed = _float(em.group(1) or em.group(2))
+    return CaptureRecord(phase, "end", _float(am.group(1)), _float(um.group(1)), elapsed, None)
+
+
+# ---- vLLM ------------------------------------------------------------------------------------
+
+_VLLM_V1_MARK = "SpecDecoding metrics: "
+_VLLM_V0_MARK = "Speculative metrics: "
+_NUM_OR_NAN = r"(?:" + _FLOAT + r"|nan)"
+_V1_FIELDS: list[tuple[str, re.Pattern[str]]] = [
+    ("avg_rate_pct", re.compile(r"Avg Draft acceptance rate: (" + _NUM_OR_NAN + r")%", _A)),
+    ("rate_pct", re.compile(r"Draft acceptance rate: (" + _NUM_OR_NAN + r")%", _A)),
+    ("mean_len", re.compile(r"Mean acceptance length: (" + _NUM_OR_NAN + r")", _A)),
+    ("acc_tput", re.compile(r"Accepted throughput: (" + _NUM_OR_NAN + r") tokens/s", _A)),
+    ("draft_tput", re.compile(r"Drafted? throughput: (" + _NUM_OR_NAN + r") tokens/s", _A)),
+    ("accepted", re.compile(r"Accepted: (" + _INT + r") tokens", _A)),
+    ("drafted", re.compile(r"Drafted: (" + _INT + r") tokens", _A)),
+    ("per_pos", re.compile(
+        r"Per-position acceptance rate: (" + _NUM_OR_NAN + r"(?:, " + _NUM_OR_NAN + r"){0,63})",
+        _A)),
+]
+_V1_KNOWN_KEYS = (
+    "Avg Draft acceptance rate", "Draft acceptance rate", "Mean acceptance length",
+    "Accepted throughput", "Drafted throughput", "Draft throughput", "Accepted", "Drafted",
+    "Per-position acceptance rate",
+)
+_GENERIC_FIELD_RE = re.compile(r"([A-Za-z][A-Za-z0-9 _/()\-]{0,60}): ([^,]{1,60})", _A)
+_SEP_RE = re.compile(r", ", _A)
+
+
+def _nan_or_float(s: str, lo: float = 0.0, hi: float = math.inf) -> float | None:
+    return None if s == "nan" else _float(s, lo, hi)
+
+
+def _parse_vllm_v1(body: str) -> VllmSpecRecord | None:
+    """Parse the text after ``SpecDecoding metrics: ``; None for an idle (0 drafted) line."""
+    body = body.rstrip().removesuffix(".")
+    vals: dict[str, str] = {}
+    pos = 0
+    n = len(body)
+    while True:
+        for name, rx in _V1_FIELDS:
+            fm = rx.match(body, pos)
+            if fm and (fm.end() == n or body.startswith(", ", fm.end())):
+                if name in vals:
+                    raise _Corrupt
+                vals[name] = fm.group(1)
+                pos = fm.end()
+                break
+        else:
+            gm = _GENERIC_FIELD_RE.match(body, pos)
+            if not gm or gm.group(1) in _V1_KNOWN_KEYS:
+                raise _Corrupt
+            if not (gm.end() == n or body.startswith(", ", gm.end())):
+                raise _Corrupt
+            pos = gm.end()
+        if pos == n:
+            break
+        pos += 2
+    if "accepted" not in vals or "drafted" not in vals:
+        raise _Corrupt  # every V1 variant prints both counts; a cut line lacks them
+    accepted = _int(vals["accepted"])
+    drafted = _int(vals["drafted"])
+    pct = vals.get("avg_rate_pct", vals.get("rate_pct"))
+    rate = _nan_or_float(pct, 0.0, 100.0) if pct is not None else None
+    mean_len = _nan_or_float(vals["mean_len"], 0.0) if "mean_len" in vals else None
+    for k in ("acc_tput", "draft_tput"):
+        if k in vals:
+            _nan_or_float(vals[k])
+    per_pos: tuple[float, ...] | None = None
+    if "per_pos" in vals:
+        items = vals["per_pos"].split(", ")
+        if "nan" in items:
+            if drafted == 0:
+                per_pos = None
+            else:
+                raise _Corrupt
+        else:
+            per_pos = tuple(_float(x, 0.0, 1.0) for x in items)
+    if drafted == 0:
+        return None  # idle interval: well-formed, but carries no data
+    if accepted > drafted:
+        raise _Corrupt
+    if mean_len is None and rate is None and per_pos is None:
+        raise _Corrupt
+    if rate is not None and abs(100.0 * accepted / drafted - rate) > 0.06:
+        raise _Corrupt
+    if mean_len is not None and mean_len < 1.0:
+        raise _Corrupt
+    if per_pos is not None:
+        for a, b in itertools.pairwise(per_pos):
+            if b > a + 0.0015:
+                raise _Corrupt
+        if mean_len is not None:
+            tol = 0.001 * len(per_pos) + 0.006
+            if abs(sum(per_pos) - (mean_len - 1.0)) > tol:
+                raise _Corrupt  # e.g. a per-position list cut short
+            if mean_len > len(per_pos) + 1 + 0.006:
+                raise _Corrupt
+    return VllmSpecRecord(
+        mean_acceptance_length=mean_len,
+        per_position_rates=per_pos,
+        num_spec_tokens=len(per_pos) if per_pos is not None else None,
+        draft_acceptance_rate=rate / 100.0 if rate is not None else None,
+        accepted_tokens=accepted,
+        drafted_tokens=drafted,
+    )
+
+
+_V0_KEYS = {
+    "Draft acceptance rate": "rate",
+    "System efficiency": "eff",
+    "Number of speculative tokens": "k",
+    "Number of accepted tokens": "accepted",
+    "Number of draft tokens": "drafted",
+    "Number of emitted tokens": "emitted",
+}
+_V0_PART_RE = re.compile(r"([A-Za-z][A-Za-z ]{0,60}): (" + _NUM_OR_NAN + r")", _A)
+
+
+def _parse_vllm_v0(body: str) -> VllmSpecRecord | None:
+    """Parse the text after ``Speculative metrics: `` (vLLM V0); None for an idle line."""
+    body = body.rstrip()
+    if not body.endswith("."):
+        raise _Corrupt  # V0 lines end with "Number of emitted tokens: N."
+    vals: dict[str, str] = {}
+    for part in body[:-1].split(", "):
+        pm = _V0_PART_RE.fullmatch(part)
+        if not pm or pm.group(1) not in _V0_KEYS or _V0_KEYS[pm.group(1)] in vals:
+            raise _Corrupt
+        vals[_V0_KEYS[pm.group(1)]] = pm.group(2)
+    if not {"rate", "eff", "k"} <= vals.keys():
+        raise _Corrupt
+    k = _int(vals["k"], lo=1)
+    accepted = _int(vals["accepted"]) if "accepted" in vals else None
+    drafted = _int(vals["drafted"]) if "drafted" in vals else None
+    emitted = _int(vals["emitted"]) if "emitted" in vals else None
+    rate = _nan_or_float(vals["rate"], 0.0, 1.0)
+    eff = _nan_or_float(vals["eff"], 0.0, 1.0)
+    if drafted == 0 or (rate is None and eff is None):
+        return None
+    if accepted is not None and drafted is not None and accepted > drafted:
+        raise _Corrupt
+    mean_len: float | None = None
+    if emitted is not None and drafted:
+        mean_len = emitted * k / drafted
+    elif eff is not None:
+        mean_len = eff * (k + 1)
+    if mean_len is not None:
+        if mean_len < 1.0 - 0.001 * (k + 1) or mean_len > k + 1 + 0.01:
+            raise _Corrupt
+        mean_len = min(max(mean_len, 1.0), k + 1.0)
+    return VllmSpecRecord(
+        mean_acceptance_length=mean_len,
+        per_position_rates=None,
+        num_spec_tokens=k,
+        draft_acceptance_rate=rate,
+        accepted_tokens=accepted,
+        drafted_tokens=drafted,
+    )
+
+
+# ---- JSON bench lines ------------------------------------------------------------------------
+
+
+def _parse_bench_json(obj: Any) -> BenchRecord:
+    if not isinstance(obj, dict):
+        raise _Corrupt
+    if "step_time" in obj and ("batch_size" in obj or "acc_length" in obj or "speed" in obj):
+        step_time_s = _jnum(obj.get("step_time"), allow_none=False, lo_open=True)
+        acc = _jnum(obj.get("acc_length", obj.get("accept_length")), lo=1.0)
+        speed = _jnum(obj.get("speed"))
+        return BenchRecord(
+            source="bench_speculative",
+            batch_size=_jint(obj.get("batch_size"), lo=1),
+            steps=_jint(obj.get("steps")),
+            topk=_jint(obj.get("topk")),
+            num_draft_tokens=_jint(obj.get("num_draft_tokens")),
+            accept_length=acc,
+            step_time_ms=(step_time_s or 0.0) * 1000.0,
+            speed_tok_s=speed,
+            output_throughput_tok_s=None,
+            median_itl_ms=None,
+        )
+    if "output_throughput" in obj or "median_itl_ms" in obj:
+        out_tput = _jnum(obj.get("output_throughput"))
+        itl = _jnum(obj.get("median_itl_ms"))
+        if out_tput is None and itl is None:
+            raise _Corrupt
+        acc_raw = obj.get("accept_length")
+        acc = None if acc_raw == 0 else _jnum(acc_raw, lo=1.0)
+        batch = obj.get("max_concurrency")
+        if batch is None:
+            batch = obj.get("batch_size")
+        steps = topk = ndt = None
+        info = obj.get("server_info")
+        if isinstance(info, dict):
+            if "speculative_algorithm" in info and info.get("speculative_algorithm") is None:
+                steps = topk = ndt = 0
+            else:
+                steps = _jint(info.get("speculative_num_steps"))
+                topk = _jint(info.get("speculative_eagle_topk"))
+                ndt = _jint(info.get("speculative_num_draft_tokens"))
+        return BenchRecord(
+            source="bench_serving",
+            batch_size=_jint(batch, lo=1),
+            steps=steps,
+            topk=topk,
+            num_draft_tokens=ndt,
+            accept_length=acc,
+            step_time_ms=None,
+            speed_tok_s=None,
+            output_throughput_tok_s=out_tput,
+            median_itl_ms=itl,
+        )
+    raise _Corrupt
+
+
+# ---- side information ----------------------------------------------------------------------
+
+_SPEC_ARG_RES = {
+    "steps": re.compile(r"(?:speculative_num_steps=|--speculative-num-steps[= ])([0-9]{1,6})\b",
+                        _A),
+    "topk": re.compile(r"(?:speculative_eagle_topk=|--speculative-eagle-topk[= ])([0-9]{1,6})\b",
+                       _A),
+    "num_draft_tokens": re.compile(
+        r"(?:speculative_num_draft_tokens=|--speculative-num-draft-tokens[= ])([0-9]{1,6})\b",
+        _A),
+}
+_DISABLE_OVERLAP_RE = re.compile(r"\bdisable_overlap_schedule=(True|False)\b", _A)
+
+
+def _overlap_from_line(line: str) -> bool | None:
+    if "Overlap scheduler is disabled" in line or "Non-overlap (synchronous) spec" in line:
+        return False
+    if "Overlap spec v2 is enabled" in line or "overlap schedule is turned on" in line:
+        return True
+    return None
+
+
+# --------------------------------------------------------------------------------------------
+# Driver
+# --------------------------------------------------------------------------------------------
+
+
+class _State:
+    """Accumulates records and counters across lines and files."""
+
+    def __init__(self) -> None:
+        self.decode: list[DecodeRecord] = []
+        self.decode_spec: list[dict | None] = []
+        self.captures: list[CaptureRecord] = []
+        self.bench: list[BenchRecord] = []
+        self.vllm: list[VllmSpecRecord] = []
+        self.formats: Counter[str] = Counter()
+        self.lines_total = 0
+        self.lines_skipped = 0
+        self.lines_ignored = 0
+        self.overlap_explicit: bool | None = None
+        self.overlap_from_args: bool | None = None
+        self.spec_config: dict | None = None
+        self.cur_spec: dict | None = None  # per file
+
+    # -- one line ---------------------------------------------------------------------------
+
+    def feed(self, raw: str) -> None:
+        self.lines_total += 1
+        line = raw.rstrip("\r\n")
+        try:
+            outcome = self._line(line)
+        except Exception:  # noqa: BLE001 - defensive: a parser bug must never escape
+            outcome = "skipped"
+        if outcome == "skipped":
+            self.lines_skipped += 1
+        elif outcome == "ignored":
+            self.lines_ignored += 1
+
+    def _line(self, line: str) -> str:
+        stripped = line.strip()
+        if not stripped:
+            return "ignored"
+        if stripped.startswith("{"):
+            try:
+                obj = json.loads(stripped)
+            except (ValueError, RecursionError):
+                return "skipped"
+            try:
+                rec = _parse_bench_json(obj)
+            except _Corrupt:
+                return "skipped"
+            self.bench.append(rec)
+            self.formats[rec.source] += 1
+            return "parsed"
+        if "Decode batch" in line:
+            return self._decode_line(line)
+        if "Capture " in line and " graph " in line:
+            m = _CAPTURE_RE.search(line)
+            if m:
+                try:
+                    self.captures.append(_parse_capture(m, line))
+                except _Corrupt:
+                    return "skipped"
+                self.formats["sglang_capture"] += 1
+                return "parsed"
+        for mark, parser, fmt in ((_VLLM_V1_MARK, _parse_vllm_v1, "vllm_spec_v1"),
+                                  (_VLLM_V0_MARK, _parse_vllm_v0, "vllm_spec_v0")):
+            idx = line.find(mark)
+            if idx >= 0:
+                try:
+                    vrec = parser(line[idx + len(mark):])
+                except _Corrupt:
+                    return "skipped"
+                if vrec is None:
+                    return "ignored"
+                self.vllm.append(vrec)
+                self.formats[fmt] += 1
+                return "parsed"
+        self._side_info(line)
+        return "ignored"
+
+    def _decode_line(self, line: str) -> str:
+        """Parse every ``Decode batch`` record on the line (two may be glued together)."""
+        starts = [m.start() for m in re.finditer("Decode batch", line)]
+        got = bad = 0
+        prefix = line[:starts[0]]
+        for i, start in enumerate(starts):
+            seg = line[start:starts[i + 1]] if i + 1 < len(starts) else line[start:]
+            next_prefix = ""
+            if i + 1 < len(starts):
+                # a glued line: the next record's log prefix sits at the end of this piece
+                tails = list(_BRACKET_PREFIX_RE.finditer(seg)) or list(_BARE_TS_RE.finditer(seg))
+                if tails:
+                    cut = tails[-1].start()
+                    seg, next_prefix = seg[:cut], seg[cut:]
+            try:
+                rec = _parse_decode(seg, prefix)
+            except _Corrupt:
+                bad += 1
+            else:
+                self.decode.append(rec)
+                self.decode_spec.append(dict(self.cur_spec) if self.cur_spec else None)
+                self.formats["sglang_decode"] += 1
+                got += 1
+            prefix = next_prefix
+        if got:
+            return "parsed"
+        return "skipped" if bad else "ignored"
+
+    def _side_info(self, line: str) -> None:
+        ov = _overlap_from_line(line)
+        if ov is not None and self.overlap_explicit is None:
+            self.overlap_explicit = ov
+        if "speculative" not in line:
+            return
+        if "speculative_algorithm=None" in line:
+            self.cur_spec = None
+            return
+        found = {}
+        for key, rx in _SPEC_ARG_RES.items():
+            m = rx.search(line)
+            if m:
+                found[key] = int(m.group(1))
+        if found:
+            base = dict(self.cur_spec) if (self.cur_spec and "--" in line) else {}
+            cfg = {"steps": None, "topk": None, "num_draft_tokens": None, **base, **found}
+            self.cur_spec = cfg
+            if self.spec_config is None:
+                self.spec_config = dict(cfg)
+            dm = _DISABLE_OVERLAP_RE.search(line)
+            if dm and self.overlap_from_args is None:
+                self.overlap_from_args = dm.group(1) == "False"
+
+    def result(self, names: list[str]) -> IngestResult:
+        n_records = len(self.decode) + len(self.captures) + len(self.bench) + len(self.vllm)
+        if n_records == 0:
+            raise IngestError(
+                f"no recognisable SGLang/vLLM records in {', '.join(names) or '<none>'} "
+                f"({self.lines_total} lines read, {self.lines_skipped} skipped)")
+        overlap = (self.overlap_explicit if self.overlap_explicit is not None
+                   else self.overlap_from_args)
+        return IngestResult(
+            files=list(names),
+            formats=dict(self.formats),
+            decode=self.decode,
+            captures=self.captures,
+            bench=self.bench,
+            vllm=self.vllm,
+            lines_total=self.lines_total,
+            lines_skipped=self.lines_skipped,
+            lines_ignored=self.lines_ignored,
+            overlap_scheduler=overlap,
+            spec_config=self.spec_config,
+            _decode_spec=self.decode_spec,
+        )
+
+
+def ingest_files(paths: list[str | os.PathLike]) -> IngestResult:
+    """Parse log / JSONL files (read with ``errors="replace"``) into one :class:`IngestResult`.
+
+    Raises :class:`IngestError` for a missing or unreadable file, or when no record at all was
+    found in any file.
+    """
+    if isinstance(paths, (str, os.PathLike)):
+        paths = [paths]
+    names = [os.fspath(p) for p in paths]
+    if not names:
+        raise IngestError("no input files given")
+    for name in names:
+        if not os.path.exists(name):
+            raise IngestError(f"file: {name} does not exist")
+        if os.path.isdir(name):
+            raise IngestError(f"file: {name} is a directory")
+    state = _State()
+    for name in names:
+        state.cur_spec = None
+        try:
+            with open(name, encoding="utf-8", errors="replace") as fh:
+                for raw in fh:
+                    state.feed(raw)
+        except OSError as exc:
+            raise IngestError(f"file: {name} is not readable ({exc.strerror or exc})") from None
+    return state.result(names)
+
+
+def ingest_text(text: str, name: str = "<text>") -> IngestResult:
+    """Parse log text already in memory; same rules and errors as :func:`ingest_files`."""
+    state = _State()
+    for raw in text.splitlines():
+        state.feed(raw)
+    return state.result([name])

@@ -1,0 +1,129 @@
+"""Flatten a validated Scenario into named numeric parameters (floats or numpy arrays).
+
+The cost model is written on this flat namespace so that one call can evaluate one scenario
+or a million: a sweep replaces any entry by an array and numpy broadcasting does the rest.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .scenario import DTYPE_BYTES, Scenario
+
+Params = dict  # name -> float | np.ndarray
+
+
+def estimate_kernels_per_layer(sc: Scenario) -> dict[str, float]:
+    """Kernel launches per layer by layer type, from the operators the cost model counts.
+
+    MLA attention: 6 GEMMs + attention + 8 small (norms, rope, KV store, copies, residual).
+    GQA attention: 2 GEMMs + attention + 4 small. Dense MLP: 2 GEMMs + 2 small. MoE: router,
+    shared gate_up/down, routed gemm1/gemm2 + 9 small (top-k, align/sort, activations, combine).
+    Plus one kernel per all-reduce. Kimi-K2.5 comes to ~31 per MoE layer ("on the order of 30").
+    """
+    t = sc.target
+    attn = (6 + 1 + 8) if t.attention.kind == "mla" else (2 + 1 + 4)
+    ar = sc.parallel.allreduces_per_layer
+    dense = attn + 2 + 2 + ar
+    moe = attn + 5 + 9 + ar
+    if t.kernels_per_layer:
+        dense = moe = float(t.kernels_per_layer)
+    return {"dense": float(dense), "moe": float(moe)}
+
+
+def scenario_params(sc: Scenario) -> Params:
+    """All numbers the cost, cycle and acceptance models read, with units in the names."""
+    g, par, t, d, e, s, w = sc.gpu, sc.parallel, sc.target, sc.draft, sc.engine, sc.speculation, sc.workload
+    a, dt = t.attention, t.dtypes
+    ar_eager = par.allreduce_eager or par.allreduce
+    k = estimate_kernels_per_layer(sc)
+    p: Params = {
+        # hardware
+        "hbm_bytes_per_s": g.hbm_bytes_per_s,
+        "mem_efficiency": g.mem_efficiency,
+        "flop_efficiency": g.flop_efficiency,
+        "kernel_floor_us": g.kernel_floor_us,
+        "flops_attention": g.flops_for(dt.attention),
+        "flops_dense": g.flops_for(dt.dense_mlp),
+        "flops_shared": g.flops_for(dt.shared_experts),
+        "flops_routed": g.flops_for(dt.routed_experts),
+        "flops_head": g.flops_for(dt.lm_head),
+        "flops_draft": g.flops_for(d.dtype),
+        "flops_bf16": g.peak_flops["bf16"],
+        # parallelism and collectives
+        "tp": float(par.tp),
+        "allreduce_alpha_graph_us": par.allreduce.alpha_at(par.tp),
+        "allreduce_alpha_eager_us": ar_eager.alpha_at(par.tp),
+        "allreduce_bus_bytes_per_s": par.allreduce.bus_bytes_per_s,
+        "allreduce_eager_bus_bytes_per_s": ar_eager.bus_bytes_per_s,
+        "allreduce_scale": par.allreduce_scale,
+        "allreduces_per_layer": float(par.allreduces_per_layer),
+        # target architecture
+        "num_layers": float(t.num_layers),
+        "num_moe_layers": float(t.num_layers - t.num_dense_layers) if t.moe else 0.0,
+        "hidden": float(t.hidden),
+        "intermediate": float(t.intermediate),
+        "vocab": float(t.vocab),
+        "is_mla": float(a.kind == "mla"),
+        "num_heads": float(a.num_heads),
+        "num_kv_heads": float(a.num_kv_heads),
+        "head_dim": float(a.head_dim),
+        "q_lora_rank": float(a.q_lora_rank or 0),
+        "kv_lora_rank": float(a.kv_lora_rank),
+        "qk_nope_head_dim": float(a.qk_nope_head_dim),
+        "qk_rope_head_dim": float(a.qk_rope_head_dim),
+        "v_head_dim": float(a.v_head_dim),
+        "num_experts": float(t.moe.num_experts) if t.moe else 1.0,
+        "experts_per_token": float(t.moe.experts_per_token) if t.moe else 1.0,
+        "expert_intermediate": float(t.moe.expert_intermediate) if t.moe else 0.0,
+        "num_shared_experts": float(t.moe.num_shared_experts) if t.moe else 0.0,
+        "shared_intermediate": float((t.moe.shared_intermediate or t.moe.expert_intermediate) if t.moe else 0.0),
+        "bytes_attention": DTYPE_BYTES[dt.attention],
+        "bytes_dense": DTYPE_BYTES[dt.dense_mlp],
+        "bytes_shared": DTYPE_BYTES[dt.shared_experts],
+        "bytes_routed": DTYPE_BYTES[dt.routed_experts],
+        "bytes_embedding": DTYPE_BYTES[dt.embedding],
+        "bytes_head": DTYPE_BYTES[dt.lm_head],
+        "bytes_kv": DTYPE_BYTES[dt.kv_cache],
+        "kernels_dense_layer": k["dense"],
+        "kernels_moe_layer": k["moe"],
+        # draft (EAGLE-3 head)
+        "draft_layers": float(d.num_layers),
+        "draft_hidden": float(d.hidden),
+        "draft_intermediate": float(d.intermediate),
+        "draft_heads": float(d.num_heads),
+        "draft_kv_heads": float(d.num_kv_heads),
+        "draft_head_dim": float(d.head_dim),
+        "draft_vocab": float(d.draft_vocab),
+        "draft_fuse": float(d.fuse_hidden_states),
+        "bytes_draft": DTYPE_BYTES[d.dtype],
+        "draft_kernels_per_layer": float(d.kernels_per_layer or (2 + 1 + 4 + 2 + 2 + par.allreduces_per_layer)),
+        # engine
+        "graph_decode": float(e.graph_decode),
+        "graph_verify": float(e.graph_verify),
+        "graph_draft": float(e.graph_draft),
+        "graph_draft_extend": float(e.graph_draft_extend),
+        "graph_fixed_us": e.graph_fixed_us,
+        "graph_node_us": e.graph_node_us,
+        "eager_launch_us": e.eager_launch_us,
+        "multi_token_kernels_per_layer": float(e.multi_token_kernels_per_layer),
+        "sample_kernels": float(e.sample_kernels),
+        "host_sync_us": e.host_sync_us,
+        "host_per_cycle_ms": e.host_per_cycle_ms,
+        "host_per_token_us": e.host_per_token_us,
+        "host_per_decode_step_ms": e.host_per_decode_step_ms,
+        "overlap_scheduler": float(e.overlap_scheduler),
+        "overlap_scheduler_baseline": float(e.overlap_scheduler_baseline),
+        "continuous_decode_steps": float(e.continuous_decode_steps),
+        "moe_per_token_kernel": float(e.moe_kernel == "per_token"),
+        "moe_mem_efficiency": e.moe_mem_efficiency,
+        "attention_mem_efficiency": e.attention_mem_efficiency,
+        "capture_batch_sizes": np.array(sorted(e.capture_batch_sizes) or [0], dtype=float),
+        # speculation and workload
+        "steps": float(s.steps),
+        "topk": float(s.topk),
+        "num_draft_tokens": float(s.num_draft_tokens),
+        "batch": float(w.batch),
+        "ctx": float(w.ctx),
+    }
+    return p

@@ -1,0 +1,289 @@
+"""The library entry points: build a scenario with overrides, predict tok/s, verify curves."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from . import acceptance as acc
+from .cost import COMPONENTS
+from .cycle import PHASES, baseline_step_ms, cycle_ms, cycle_phases_ms, verify_breakdown
+from .errors import SpecsimError
+from .params import scenario_params
+from .presets import get_gpu, get_model, load_scenario
+from .scenario import Acceptance, Scenario
+
+
+def _check_accept(accept: float, steps: int) -> None:
+    if not (1.0 <= accept <= steps + 1):
+        raise SpecsimError("accept", accept, f"accept length must be in [1, steps+1] = [1, {steps + 1}] for steps={steps}")
+
+
+def build_scenario(
+    scenario: str | Scenario | None = None,
+    *,
+    model: str | None = None,
+    gpu: str | None = None,
+    tp: int | None = None,
+    steps: int | None = None,
+    topk: int | None = None,
+    draft_tokens: int | None = None,
+    accept: float | None = None,
+    accept_rates: list[float] | None = None,
+    batch: int | None = None,
+    ctx: int | None = None,
+) -> Scenario:
+    """A base scenario (name, file or object; default ``kimi-k2.5-seed``) with overrides applied."""
+    sc = scenario if isinstance(scenario, Scenario) else load_scenario(scenario)
+    data = sc.model_dump()
+    if model is not None:
+        target, draft = get_model(model)
+        data["target"], data["draft"] = target.model_dump(), draft.model_dump()
+        data["name"] = f"{data['name']}+model={model}"
+    if gpu is not None:
+        g, ar = get_gpu(gpu)
+        data["gpu"] = g.model_dump()
+        data["parallel"]["allreduce"] = ar.model_dump()
+        data["parallel"]["allreduce_eager"] = None
+        data["name"] = f"{data['name']}+gpu={gpu}"
+    if tp is not None:
+        if tp < 1:
+            raise SpecsimError("tp", tp, "TP size must be an integer >= 1")
+        data["parallel"]["tp"] = tp
+    spec = data["speculation"]
+    if steps is not None:
+        if not 1 <= steps <= 64:
+            raise SpecsimError("steps", steps, "steps must be an integer in [1, 64]")
+        spec["steps"] = steps
+    if topk is not None:
+        if not 1 <= topk <= 64:
+            raise SpecsimError("topk", topk, "topk must be an integer in [1, 64]")
+        spec["topk"] = topk
+    if draft_tokens is not None:
+        if draft_tokens < 1:
+            raise SpecsimError("draft-tokens", draft_tokens, "num_draft_tokens must be >= 1")
+        spec["num_draft_tokens"] = draft_tokens
+    elif topk is not None or steps is not None:
+        spec["num_draft_tokens"] = None  # re-derive from steps/topk
+    st = spec["steps"]
+    if accept is not None and accept_rates is not None:
+        raise SpecsimError("accept", accept, "give --accept or --accept-rates, not both")
+    old = data["acceptance"]
+    shape = old.get("rates") or old.get("shape_rates")
+    if accept is not None:
+        _check_accept(accept, st)
+        data["acceptance"] = {"accept_length": accept, "shape_rates": shape, "source": "user --accept"}
+    elif accept_rates is not None:
+        if not accept_rates or any(not (0.0 <= r <= 1.0) for r in accept_rates):
+            raise SpecsimError("accept-rates", accept_rates, "each rate must be in [0, 1]")
+        data["acceptance"] = {"rates": list(accept_rates), "source": "user --accept-rates"}
+    elif old.get("accept_length") is not None and steps is not None and steps != sc.speculation.steps:
+        # tau is tied to the steps it was measured at: carry the implied profile instead
+        rates = rates_for(sc, sc.speculation.steps)
+        data["acceptance"] = {"rates": [float(x) for x in rates], "source": old.get("source", "") + " (profile implied at the scenario's steps)"}
+    if batch is not None:
+        if batch < 1:
+            raise SpecsimError("batch", batch, "batch must be an integer >= 1")
+        data["workload"]["batch"] = batch
+    if ctx is not None:
+        if ctx < 0:
+            raise SpecsimError("ctx", ctx, "context length must be an integer >= 0")
+        data["workload"]["ctx"] = ctx
+    from .presets import scenario_from_dict
+
+    return scenario_from_dict(data, "scenario")
+
+
+def rates_for(sc: Scenario, steps: int | None = None) -> np.ndarray:
+    """Per-position conditional acceptance rates (length >= steps) the scenario implies."""
+    a: Acceptance = sc.acceptance
+    s = sc.speculation
+    n = max(steps or s.steps, s.steps)
+    if a.rates is not None:
+        return acc.extend_rates(a.rates, n)
+    if a.pmf is not None:
+        r = acc.rates_from_pmf(a.pmf)
+        return acc.extend_rates(r if len(r) else [0.0], n)
+    base = np.asarray(a.shape_rates or [0.6])
+    if s.topk == 1:
+        return acc.extend_rates(acc.scale_profile_to_tau(base, a.accept_length, s.steps)[: s.steps], n)
+    # tree: find the profile scale whose tree accept length matches tau
+    lo, hi = -12.0, 12.0
+    for _ in range(60):
+        mid = 0.5 * (lo + hi)
+        r = np.clip(base, 1e-9, 1 - 1e-12) ** np.exp(mid)
+        t = acc.tree_accept_length(r, s.steps, s.topk, s.num_draft_tokens)
+        lo, hi = (mid, hi) if t > a.accept_length else (lo, mid)
+    return acc.extend_rates(np.clip(base, 1e-9, 1 - 1e-12) ** np.exp(0.5 * (lo + hi)), n)
+
+
+def expected_accept_length(sc: Scenario) -> float:
+    s = sc.speculation
+    if sc.acceptance.accept_length is not None:
+        return float(sc.acceptance.accept_length)
+    r = rates_for(sc)
+    return float(acc.tree_accept_length(r, s.steps, s.topk, s.num_draft_tokens))
+
+
+@dataclass
+class Prediction:
+    """A modeled speculative-decoding prediction for one scenario (all times per cycle, ms)."""
+
+    scenario: str
+    model: str
+    gpu: str
+    tp: int
+    steps: int
+    topk: int
+    num_draft_tokens: int
+    batch: int
+    ctx: int
+    accept_length: float
+    accept_length_std: float
+    tok_s: float
+    baseline_tok_s: float
+    speedup: float
+    cycle_ms: float
+    verify_ms: float
+    baseline_step_ms: float
+    phases_ms: dict[str, float]
+    verify_breakdown_ms: dict[str, float]
+    acceptance_rates: list[float]
+    measured: dict[str, object] = field(default_factory=dict)
+
+    @property
+    def phases_pct(self) -> dict[str, float]:
+        return {k: 100.0 * v / self.cycle_ms for k, v in self.phases_ms.items()}
+
+    def to_dict(self) -> dict:
+        """JSON-ready dict; ``measured`` holds the scenario's recorded measurements, never model output."""
+        return {
+            "kind": "modeled",
+            "scenario": self.scenario,
+            "model": self.model,
+            "gpu": self.gpu,
+            "tp": self.tp,
+            "steps": self.steps,
+            "topk": self.topk,
+            "num_draft_tokens": self.num_draft_tokens,
+            "batch": self.batch,
+            "ctx": self.ctx,
+            "tok_s": self.tok_s,
+            "baseline_tok_s": self.baseline_tok_s,
+            "speedup": self.speedup,
+            "cycle_ms": self.cycle_ms,
+            "verify_ms": self.verify_ms,
+            "baseline_step_ms": self.baseline_step_ms,
+            "accept_length": self.accept_length,
+            "accept_length_std": self.accept_length_std,
+            "acceptance_rates": self.acceptance_rates,
+            "phases_ms": self.phases_ms,
+            "phases_pct": self.phases_pct,
+            "verify_breakdown_ms": self.verify_breakdown_ms,
+            "measured": self.measured,
+        }
+
+    def __repr__(self) -> str:
+        from .render import prediction_text
+
+        return prediction_text(self)
+
+    def _repr_markdown_(self) -> str:
+        from .render import prediction_markdown
+
+        return prediction_markdown(self)
+
+    def _repr_html_(self) -> str:
+        from .render import prediction_html
+
+        return prediction_html(self)
+
+
+def evaluate(sc: Scenario) -> Prediction:
+    """Run the cost, cycle and acceptance models on one scenario."""
+    p = scenario_params(sc)
+    s = sc.speculation
+    rates = rates_for(sc)
+    tau = expected_accept_length(sc)
+    phases = cycle_phases_ms(p, tau)
+    cyc = float(cycle_ms(phases))
+    base = baseline_step_ms(p)
+    vb = verify_breakdown(p)
+    batch = sc.workload.batch
+    tok_s = batch * tau / cyc * 1e3
+    base_tok_s = batch / float(base["total"]) * 1e3
+    std = float(acc.accept_length_std(rates, s.steps)) if s.topk == 1 else float("nan")
+    measured = {}
+    if sc.provenance.get("measured"):
+        measured = dict(sc.provenance["measured"])  # type: ignore[arg-type]
+    return Prediction(
+        scenario=sc.name, model=sc.target.name, gpu=sc.gpu.name, tp=sc.parallel.tp, steps=s.steps, topk=s.topk,
+        num_draft_tokens=int(s.num_draft_tokens), batch=batch, ctx=sc.workload.ctx, accept_length=tau,
+        accept_length_std=std, tok_s=tok_s, baseline_tok_s=base_tok_s, speedup=tok_s / base_tok_s, cycle_ms=cyc,
+        verify_ms=float(vb["total"]), baseline_step_ms=float(base["total"]),
+        phases_ms={k: float(phases[k]) for k in PHASES},
+        verify_breakdown_ms={k: float(vb[k]) for k in COMPONENTS},
+        acceptance_rates=[float(x) for x in rates[: s.steps]], measured=measured,
+    )
+
+
+def predict(scenario: str | Scenario | None = None, **overrides) -> Prediction:
+    """Predict speculative tok/s: ``specsim.predict(steps=2, accept=2.1)`` on the default scenario."""
+    return evaluate(build_scenario(scenario, **overrides))
+
+
+@dataclass
+class VerifyCurve:
+    """Target verify forward time (modeled) versus draft tokens per request."""
+
+    scenario: str
+    tokens: list[int]
+    verify_ms: list[float]
+    verify_ms_low: list[float] | None = None
+    verify_ms_high: list[float] | None = None
+    breakdown_ms: dict[str, list[float]] = field(default_factory=dict)
+    measured: list[dict] = field(default_factory=list)
+
+    def to_dict(self) -> dict:
+        d = {"kind": "modeled", "scenario": self.scenario, "tokens": self.tokens, "verify_ms": self.verify_ms}
+        if self.verify_ms_low is not None:
+            d["verify_ms_low"], d["verify_ms_high"] = self.verify_ms_low, self.verify_ms_high
+        d["breakdown_ms"] = self.breakdown_ms
+        if self.measured:
+            d["measured"] = self.measured
+        return d
+
+    def __repr__(self) -> str:
+        from .render import verify_text
+
+        return verify_text(self)
+
+    def _repr_html_(self) -> str:
+        from .render import verify_html
+
+        return verify_html(self)
+
+
+def verify_ms(tokens=(1, 3, 6, 16), scenario: str | Scenario | None = None, **overrides) -> VerifyCurve:
+    """Modeled target verify forward (ms) for each verify width in ``tokens``."""
+    toks = [int(t) for t in tokens]
+    if not toks or any(t < 1 for t in toks):
+        raise SpecsimError("tokens", tokens, "token counts must be integers >= 1")
+    sc = build_scenario(scenario, **overrides)
+    p = scenario_params(sc)
+    vb = verify_breakdown(p, num_draft_tokens=np.asarray(toks, dtype=float))
+    curve = VerifyCurve(
+        scenario=sc.name, tokens=toks, verify_ms=[float(x) for x in np.broadcast_to(vb["total"], (len(toks),))],
+        breakdown_ms={k: [float(x) for x in np.broadcast_to(vb[k], (len(toks),))] for k in COMPONENTS},
+    )
+    if sc.calibration:
+        from .calibrate import verify_band
+
+        band = verify_band(sc, toks)
+        if band is not None:
+            curve.verify_ms_low, curve.verify_ms_high = band
+    points = (sc.calibration or {}).get("points") if sc.calibration else None
+    if points:
+        curve.measured = [dict(x) for x in points]  # type: ignore[union-attr]
+    return curve

@@ -1,0 +1,117 @@
+"""Presets shipped as package data (``models/``) and built-in scenarios (``calibration/``)."""
+
+from __future__ import annotations
+
+import json
+from functools import lru_cache
+from importlib import resources
+from pathlib import Path
+
+from pydantic import ValidationError
+
+from .errors import SpecsimError
+from .scenario import GPU, AllReduce, DraftModel, Engine, Scenario, TargetModel
+
+DEFAULT_SCENARIO = "kimi-k2.5-seed"
+
+
+@lru_cache(maxsize=None)
+def _json(package: str, name: str) -> dict:
+    return json.loads(resources.files(package).joinpath(name).read_text(encoding="utf-8"))
+
+
+def _table(kind: str) -> dict:
+    return {k: v for k, v in _json("specsim.models", f"{kind}.json").items() if not k.startswith("_")}
+
+
+def _resolve(kind: str, name: str, field: str) -> tuple[str, dict]:
+    table = _table(kind)
+    key = name.strip().lower()
+    for canon, entry in table.items():
+        if key == canon or key in [a.lower() for a in entry.get("aliases", [])]:
+            return canon, entry
+    raise SpecsimError(field, name, f"choose one of: {', '.join(table)}")
+
+
+def gpu_names() -> list[str]:
+    return list(_table("gpus"))
+
+
+def model_names() -> list[str]:
+    return list(_table("models"))
+
+
+def allreduce_names() -> list[str]:
+    return list(_table("allreduce"))
+
+
+def engine_names() -> list[str]:
+    return list(_table("engines"))
+
+
+def get_gpu(name: str) -> tuple[GPU, AllReduce]:
+    """A GPU preset and its default small-message all-reduce."""
+    _, entry = _resolve("gpus", name, "gpu")
+    return GPU(**entry["gpu"]), get_allreduce(entry["default_allreduce"])
+
+
+def get_allreduce(name: str) -> AllReduce:
+    canon, entry = _resolve("allreduce", name, "allreduce")
+    return AllReduce(**{k: v for k, v in entry.items() if k != "aliases"})
+
+
+def get_engine(name: str) -> Engine:
+    _, entry = _resolve("engines", name, "engine")
+    return Engine(**entry["engine"])
+
+
+def get_model(name_or_path: str) -> tuple[TargetModel, DraftModel]:
+    """A model preset (target + EAGLE-3 head), or a Hugging Face config.json path."""
+    looks_like_path = any(c in name_or_path for c in "/\\") or name_or_path.endswith(".json")
+    if looks_like_path and (Path(name_or_path).exists() or name_or_path.endswith(".json")):
+        from .hfconfig import load_hf_config
+
+        return load_hf_config(name_or_path)
+    _, entry = _resolve("models", name_or_path, "model")
+    return TargetModel(**entry["target"]), DraftModel(**entry["draft"])
+
+
+def builtin_scenarios() -> dict[str, str]:
+    """Built-in scenario names -> their one-line description."""
+    out = {}
+    for f in sorted(resources.files("specsim.calibration").joinpath("scenarios").iterdir(), key=lambda x: x.name):
+        if f.name.endswith(".json"):
+            out[f.name[:-5]] = json.loads(f.read_text(encoding="utf-8")).get("description", "")
+    return out
+
+
+def _validation_message(exc: ValidationError) -> str:
+    err = exc.errors()[0]
+    loc = ".".join(str(x) for x in err["loc"]) or "scenario"
+    return f"{loc}: {err['msg']}" + (f" (got {err['input']!r})" if not isinstance(err.get("input"), dict) else "")
+
+
+def scenario_from_dict(data: dict, origin: str = "scenario") -> Scenario:
+    try:
+        return Scenario.model_validate(data)
+    except ValidationError as exc:
+        raise SpecsimError(origin, "invalid", _validation_message(exc)) from None
+
+
+def load_scenario(name_or_file: str | None = None) -> Scenario:
+    """A built-in scenario by name, or a scenario JSON file (as written by dump/calibrate)."""
+    name = name_or_file or DEFAULT_SCENARIO
+    builtins = builtin_scenarios()
+    if name in builtins:
+        text = resources.files("specsim.calibration").joinpath("scenarios", f"{name}.json").read_text(encoding="utf-8")
+        return scenario_from_dict(json.loads(text), f"scenario {name}")
+    path = Path(name)
+    if not path.exists():
+        raise SpecsimError("scenario", name, f"not a file; built-in scenarios: {', '.join(builtins)}")
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise SpecsimError("scenario", name, f"not readable JSON ({' '.join(str(exc).split())})") from None
+    if not isinstance(data, dict):
+        raise SpecsimError("scenario", name, "must hold a JSON object")
+    return scenario_from_dict(data, f"scenario {path.name}")

@@ -1,0 +1,286 @@
+"""The scenario schema: everything the cost model needs, validated once at the edge.
+
+Units are in the field names (``_bytes_per_s``, ``_us``, ``_ms``). Every component carries a
+``sources`` map (field -> where the number comes from) so output can say what is measured and
+what is assumed.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+DTYPE_BYTES: dict[str, float] = {
+    # bytes per weight element, including the scale overhead of group-quantised formats
+    "fp32": 4.0,
+    "bf16": 2.0,
+    "fp16": 2.0,
+    "fp8": 1.0 + 4.0 / 128 / 128,  # block-scaled 128x128 fp32 scales (DeepSeek-V3 style)
+    "int8": 1.0 + 2.0 / 128,  # per-group-128 bf16 scales
+    "int4": 0.5 + 2.0 / 32,  # group 32, bf16 scales (Kimi-K2 compressed-tensors, group_size 32)
+    "fp4": 0.5 + 1.0 / 16,  # NVFP4: fp8 scale per 16 elements
+}
+Dtype = Literal["fp32", "bf16", "fp16", "fp8", "int8", "int4", "fp4"]
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+
+
+class GPU(_Model):
+    """One accelerator (per-device numbers, datasheet values with sources)."""
+
+    name: str
+    hbm_bytes_per_s: float = Field(gt=0, description="datasheet HBM bandwidth, bytes/s")
+    memory_bytes: float = Field(gt=0, description="HBM capacity, bytes")
+    peak_flops: dict[str, float] = Field(description="dense peak FLOP/s per compute dtype")
+    mem_efficiency: float = Field(0.78, gt=0, le=1, description="achieved/datasheet HBM BW for large memory-bound GEMMs")
+    flop_efficiency: float = Field(0.78, gt=0, le=1, description="achieved/peak FLOP/s for large GEMMs")
+    kernel_floor_us: float = Field(3.0, ge=0, description="minimum GPU time of one kernel (ramp-up, tail, sync)")
+    sources: dict[str, str] = Field(default_factory=dict)
+
+    @field_validator("peak_flops")
+    @classmethod
+    def _has_bf16(cls, v: dict[str, float]) -> dict[str, float]:
+        if "bf16" not in v:
+            raise ValueError("peak_flops must include 'bf16'")
+        if any(x <= 0 for x in v.values()):
+            raise ValueError("peak_flops values must be > 0")
+        return v
+
+    def flops_for(self, weight_dtype: str) -> float:
+        """Peak FLOP/s of the compute a weight dtype runs at (weight-only int4 computes in bf16)."""
+        compute = {"fp8": "fp8", "int8": "int8", "fp4": "fp4"}.get(weight_dtype, "bf16")
+        return self.peak_flops.get(compute, self.peak_flops["bf16"])
+
+
+class AllReduce(_Model):
+    """Small-message all-reduce: t = alpha(tp) + bytes * 2(tp-1)/tp / bus_bytes_per_s."""
+
+    name: str
+    alpha_us: dict[int, float] = Field(description="latency per all-reduce by TP size, microseconds")
+    bus_bytes_per_s: float = Field(gt=0, description="bus bandwidth for the bandwidth term, bytes/s")
+    sources: dict[str, str] = Field(default_factory=dict)
+
+    @field_validator("alpha_us")
+    @classmethod
+    def _alpha_ok(cls, v: dict[int, float]) -> dict[int, float]:
+        if not v or any(t < 1 for t in v) or any(a < 0 for a in v.values()):
+            raise ValueError("alpha_us needs TP sizes >= 1 with latencies >= 0")
+        return v
+
+    def alpha_at(self, tp: int) -> float:
+        """Latency at a TP size: exact entry, else log-linear interpolation/extrapolation in TP."""
+        import numpy as np
+
+        if tp <= 1:
+            return 0.0
+        if tp in self.alpha_us:
+            return float(self.alpha_us[tp])
+        sizes = np.array(sorted(k for k in self.alpha_us if k > 1), dtype=float)
+        vals = np.array([self.alpha_us[int(k)] for k in sizes])
+        if len(sizes) == 1:
+            return float(vals[0])
+        return float(np.interp(np.log2(tp), np.log2(sizes), vals))
+
+
+class Attention(_Model):
+    kind: Literal["gqa", "mla"]
+    num_heads: int = Field(ge=1)
+    num_kv_heads: int = Field(ge=1)
+    head_dim: int = Field(ge=1, description="GQA head dim")
+    # MLA (DeepSeek-V3 / Kimi-K2); ignored for GQA
+    q_lora_rank: int | None = None
+    kv_lora_rank: int = 512
+    qk_nope_head_dim: int = 128
+    qk_rope_head_dim: int = 64
+    v_head_dim: int = 128
+
+
+class MoE(_Model):
+    num_experts: int = Field(ge=1)
+    experts_per_token: int = Field(ge=1)
+    expert_intermediate: int = Field(ge=1)
+    num_shared_experts: int = Field(0, ge=0)
+    shared_intermediate: int | None = None
+
+    @model_validator(mode="after")
+    def _k_le_e(self) -> "MoE":
+        if self.experts_per_token > self.num_experts:
+            raise ValueError("experts_per_token must be <= num_experts")
+        return self
+
+
+class WeightDtypes(_Model):
+    attention: Dtype = "bf16"
+    dense_mlp: Dtype = "bf16"
+    shared_experts: Dtype = "bf16"
+    routed_experts: Dtype = "bf16"
+    embedding: Dtype = "bf16"
+    lm_head: Dtype = "bf16"
+    kv_cache: Dtype = "bf16"
+
+
+class TargetModel(_Model):
+    """Target (or draft) transformer architecture."""
+
+    name: str
+    num_layers: int = Field(ge=1)
+    num_dense_layers: int = Field(0, ge=0, description="leading dense layers of a MoE model")
+    hidden: int = Field(ge=1)
+    intermediate: int = Field(ge=1, description="dense MLP intermediate size")
+    vocab: int = Field(ge=1)
+    attention: Attention
+    moe: MoE | None = None
+    dtypes: WeightDtypes = Field(default_factory=WeightDtypes)
+    kernels_per_layer: int = Field(0, ge=0, description="kernel launches per layer; 0 = estimate from the architecture")
+    sources: dict[str, str] = Field(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _layers(self) -> "TargetModel":
+        if self.num_dense_layers > self.num_layers:
+            raise ValueError("num_dense_layers must be <= num_layers")
+        return self
+
+
+class DraftModel(_Model):
+    """An EAGLE-3 head: one decoder layer, fc fusing 3 target hidden states, its own lm_head."""
+
+    name: str
+    num_layers: int = Field(1, ge=1)
+    hidden: int = Field(ge=1)
+    intermediate: int = Field(ge=1)
+    num_heads: int = Field(ge=1)
+    num_kv_heads: int = Field(ge=1)
+    head_dim: int = Field(ge=1)
+    draft_vocab: int = Field(ge=1, description="lm_head rows; the target vocab if the head shares the target's")
+    fuse_hidden_states: int = Field(3, ge=1, description="target hidden states concatenated by the fc")
+    dtype: Dtype = "bf16"
+    kernels_per_layer: int = Field(0, ge=0)
+    sources: dict[str, str] = Field(default_factory=dict)
+
+
+class Engine(_Model):
+    """Serving-engine behaviour that decides fixed per-forward and per-cycle costs."""
+
+    name: str = "sglang"
+    graph_decode: bool = Field(True, description="baseline decode replays a CUDA graph")
+    graph_verify: bool = Field(True, description="target verify replays a CUDA graph")
+    graph_draft: bool = Field(True, description="draft steps replay one CUDA graph")
+    graph_draft_extend: bool = Field(True, description="draft-extend replays a CUDA graph")
+    graph_fixed_us: float = Field(15.4, ge=0, description="fixed cost of one graph replay (launch + sync)")
+    graph_node_us: float = Field(1.0, ge=0, description="cost per captured kernel node")
+    eager_launch_us: float = Field(9.0, ge=0, description="host launch cost per eagerly launched kernel")
+    multi_token_kernels_per_layer: int = Field(
+        0, ge=0, description="extra kernels per layer on the multi-token (verify/extend) path vs 1-token decode"
+    )
+    sample_kernels: int = Field(12, ge=0, description="eager kernels of accept/sample and tree build per cycle")
+    host_sync_us: float = Field(30.0, ge=0, description="GPU->CPU sync round trip (.tolist()/.item())")
+    host_per_cycle_ms: float = Field(0.6, ge=0, description="scheduler + Python bookkeeping per spec cycle")
+    host_per_token_us: float = Field(10.0, ge=0, description="Python per committed token per request")
+    host_per_decode_step_ms: float = Field(0.6, ge=0, description="scheduler + bookkeeping per decode iteration")
+    overlap_scheduler: bool = Field(False, description="spec cycles: host work overlaps the GPU (SGLang spec v2)")
+    overlap_scheduler_baseline: bool = Field(True, description="plain decode: host work overlaps the GPU")
+    continuous_decode_steps: int = Field(1, ge=1, description="decode steps run per scheduler iteration")
+    moe_kernel: Literal["fused", "per_token"] = "fused"
+    moe_mem_efficiency: float = Field(0.6, gt=0, le=1, description="achieved/datasheet HBM BW of routed-expert GEMMs at small widths")
+    attention_mem_efficiency: float = Field(0.6, gt=0, le=1, description="achieved/datasheet HBM BW of attention over the KV cache")
+    capture_batch_sizes: list[int] = Field(
+        default_factory=lambda: list(range(1, 9)) + list(range(10, 33, 2)) + list(range(40, 65, 4)) + list(range(72, 257, 8)),
+        description="captured graph batch sizes; batches pad up to the next one",
+    )
+    sources: dict[str, str] = Field(default_factory=dict)
+
+
+class Parallel(_Model):
+    tp: int = Field(1, ge=1, description="tensor-parallel size")
+    allreduce: AllReduce
+    allreduce_eager: AllReduce | None = Field(
+        None, description="all-reduce path taken by eager (non-graph) forwards; None = same as allreduce"
+    )
+    allreduce_scale: float = Field(1.0, gt=0, description="multiplier on all-reduce latency (what-if knob)")
+    allreduces_per_layer: int = Field(2, ge=0)
+
+
+class Speculation(_Model):
+    steps: int = Field(2, ge=1, le=64)
+    topk: int = Field(1, ge=1, le=64)
+    num_draft_tokens: int | None = Field(None, ge=1, description="verify width; topk=1 forces steps+1")
+
+    @model_validator(mode="after")
+    def _sglang_rule(self) -> "Speculation":
+        if self.topk == 1:
+            # SGLang: "speculative_num_draft_tokens is adjusted to speculative_num_steps + 1 when topk == 1"
+            object.__setattr__(self, "num_draft_tokens", self.steps + 1)
+        elif self.num_draft_tokens is None:
+            object.__setattr__(self, "num_draft_tokens", min(self.steps * self.topk + 1, 64))
+        elif self.num_draft_tokens - 1 > self.topk + (self.steps - 1) * self.topk**2:
+            raise ValueError(
+                f"num_draft_tokens={self.num_draft_tokens} exceeds the candidate pool topk+(steps-1)*topk^2+1"
+            )
+        return self
+
+
+class Acceptance(_Model):
+    """Exactly one of accept_length, rates or pmf (conditional rates are the canonical form)."""
+
+    accept_length: float | None = Field(None, description="tau at the scenario's steps, bonus included")
+    rates: list[float] | None = Field(None, description="conditional acceptance per draft position 1..")
+    pmf: list[float] | None = Field(None, description="P(accepted length = 1..steps+1)")
+    shape_rates: list[float] | None = Field(
+        None, description="with accept_length: a profile whose decay with depth is kept when scaling to tau"
+    )
+    source: str = ""
+
+    @model_validator(mode="after")
+    def _one(self) -> "Acceptance":
+        given = [x is not None for x in (self.accept_length, self.rates, self.pmf)]
+        if sum(given) != 1:
+            raise ValueError("give exactly one of accept_length, rates, pmf")
+        if self.rates is not None and (not self.rates or any(not 0 <= r <= 1 for r in self.rates)):
+            raise ValueError("rates must be a non-empty list of values in [0, 1]")
+        if self.pmf is not None:
+            if len(self.pmf) < 1 or any(p < 0 for p in self.pmf) or abs(sum(self.pmf) - 1) > 1e-6:
+                raise ValueError("pmf must be non-negative and sum to 1")
+        if self.shape_rates is not None and (not self.shape_rates or any(not 0 < r < 1 for r in self.shape_rates)):
+            raise ValueError("shape_rates must be a non-empty list of values in (0, 1)")
+        if self.accept_length is not None and self.accept_length < 1:
+            raise ValueError("accept_length must be >= 1")
+        return self
+
+
+class Workload(_Model):
+    batch: int = Field(1, ge=1, description="concurrent requests")
+    ctx: int = Field(2048, ge=0, description="context length (KV tokens) per request")
+
+
+class Scenario(_Model):
+    """One complete, self-describing question: hardware, model, engine, speculation, workload."""
+
+    name: str = "custom"
+    description: str = ""
+    gpu: GPU
+    parallel: Parallel
+    target: TargetModel
+    draft: DraftModel
+    engine: Engine = Field(default_factory=Engine)
+    speculation: Speculation = Field(default_factory=Speculation)
+    acceptance: Acceptance
+    workload: Workload = Field(default_factory=Workload)
+    provenance: dict[str, object] = Field(default_factory=dict, description="where this scenario comes from")
+    calibration: dict[str, object] | None = Field(None, description="fitted parameters, covariance, points")
+
+    @model_validator(mode="after")
+    def _consistent(self) -> "Scenario":
+        tp = self.parallel.tp
+        att = self.target.attention
+        if att.num_heads % tp:
+            raise ValueError(f"parallel.tp={tp} must divide target.attention.num_heads={att.num_heads}")
+        if self.draft.num_heads % tp:
+            raise ValueError(f"parallel.tp={tp} must divide draft.num_heads={self.draft.num_heads}")
+        acc = self.acceptance
+        steps = self.speculation.steps
+        if acc.accept_length is not None and acc.accept_length > steps + 1 + 1e-9:
+            raise ValueError(f"acceptance.accept_length={acc.accept_length} must be <= steps+1={steps + 1}")
+        return self

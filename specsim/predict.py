@@ -33,10 +33,21 @@ def build_scenario(
     accept_rates: list[float] | None = None,
     batch: int | None = None,
     ctx: int | None = None,
+    engine: str | None = None,
 ) -> Scenario:
-    """A base scenario (name, file or object; default ``kimi-k2.5-seed``) with overrides applied."""
+    """A base scenario (name, file or object; default ``kimi-k2.5-seed``) with overrides applied.
+
+    Changing ``model`` or ``gpu`` leaves the base scenario's calibrated engine behind: the engine
+    becomes the ``engine`` preset (default ``sglang``), since fitted engine quirks belong to the
+    measured box, not to the new hardware or model.
+    """
     sc = scenario if isinstance(scenario, Scenario) else load_scenario(scenario)
     data = sc.model_dump()
+    if engine is not None or model is not None or gpu is not None:
+        from .presets import get_engine
+
+        data["engine"] = get_engine(engine or "sglang").model_dump()
+        data["calibration"] = None
     if model is not None:
         target, draft = get_model(model)
         data["target"], data["draft"] = target.model_dump(), draft.model_dump()
@@ -51,6 +62,11 @@ def build_scenario(
         if tp < 1:
             raise SpecsimError("tp", tp, "TP size must be an integer >= 1")
         data["parallel"]["tp"] = tp
+    tp_now = data["parallel"]["tp"]
+    for who, heads in (("target", data["target"]["attention"]["num_heads"]), ("draft", data["draft"]["num_heads"])):
+        if heads % tp_now:
+            ok = [d for d in range(1, heads + 1) if heads % d == 0]
+            raise SpecsimError("tp", tp_now, f"must divide the {who} model's {heads} attention heads; allowed: {ok}")
     spec = data["speculation"]
     if steps is not None:
         if not 1 <= steps <= 64:

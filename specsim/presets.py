@@ -85,17 +85,17 @@ def builtin_scenarios() -> dict[str, str]:
     return out
 
 
-def _validation_message(exc: ValidationError) -> str:
-    err = exc.errors()[0]
-    loc = ".".join(str(x) for x in err["loc"]) or "scenario"
-    return f"{loc}: {err['msg']}" + (f" (got {err['input']!r})" if not isinstance(err.get("input"), dict) else "")
-
-
 def scenario_from_dict(data: dict, origin: str = "scenario") -> Scenario:
+    """Validate a scenario dict; the first problem becomes a one-line SpecsimError naming the field."""
     try:
         return Scenario.model_validate(data)
     except ValidationError as exc:
-        raise SpecsimError(origin, "invalid", _validation_message(exc)) from None
+        err = exc.errors()[0]
+        loc = ".".join(str(x) for x in err["loc"]) or "scenario"
+        value = err.get("input")
+        shown = "<missing>" if err["type"] == "missing" else "<object>" if isinstance(value, dict) else value
+        msg = str(err["msg"]).removeprefix("Value error, ")
+        raise SpecsimError(f"{origin}: {loc}", shown, msg) from None
 
 
 def load_scenario(name_or_file: str | None = None) -> Scenario:

@@ -1,0 +1,59 @@
+"""Speed of specsim: single-scenario latency and vectorised evaluations per second.
+
+    python benchmarks/bench_predict.py [--points 1000000]
+"""
+
+from __future__ import annotations
+
+import argparse
+import subprocess
+import sys
+import time
+
+import numpy as np
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--points", type=int, default=1_000_000)
+    args = ap.parse_args()
+
+    t0 = time.perf_counter()
+    r = subprocess.run([sys.executable, "-m", "specsim", "predict", "--steps", "2", "--accept", "2.1"], capture_output=True)
+    cli_s = time.perf_counter() - t0
+    assert r.returncode == 0, r.stderr
+
+    import specsim
+    from specsim.cycle import baseline_step_ms, cycle_ms, cycle_phases_ms
+    from specsim.params import scenario_params
+
+    specsim.predict()  # warm
+    n = 50
+    t0 = time.perf_counter()
+    for _ in range(n):
+        specsim.predict(steps=2, accept=2.1)
+    api_ms = (time.perf_counter() - t0) / n * 1e3
+
+    rng = np.random.default_rng(0)
+    p = scenario_params(specsim.build_scenario())
+    N = args.points
+    p["steps"] = rng.integers(1, 11, N).astype(float)
+    p["num_draft_tokens"] = p["steps"] + 1
+    p["batch"] = rng.integers(1, 65, N).astype(float)
+    p["ctx"] = rng.integers(256, 32768, N).astype(float)
+    p["allreduce_scale"] = rng.uniform(0.25, 2.0, N)
+    tau = 1 + rng.uniform(0, 1, N) * p["steps"]
+    t0 = time.perf_counter()
+    cyc = cycle_ms(cycle_phases_ms(p, tau))
+    base = baseline_step_ms(p)["total"]
+    tok_s = p["batch"] * tau / cyc * 1e3
+    speedup = tok_s * base / (p["batch"] * 1e3)
+    dt = time.perf_counter() - t0
+    assert np.isfinite(speedup).all()
+    print(f"CLI predict (subprocess, cold):      {cli_s * 1e3:8.1f} ms")
+    print(f"API predict (one scenario, warm):    {api_ms:8.2f} ms")
+    print(f"vectorised cycle model, {N:,} pts: {dt * 1e3:8.1f} ms  -> {N / dt:,.0f} evaluations/s")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,108 @@
+"""CLI round trips, JSON schema stability and bad input (exit 2, one line, no traceback)."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+PREDICT_KEYS = {"tok_s", "baseline_tok_s", "speedup", "cycle_ms", "verify_ms", "accept_length", "phases_ms"}
+
+
+def test_predict_json_keys(run_json):
+    d = run_json("predict", "--steps", "2", "--accept", "2.1")
+    assert PREDICT_KEYS <= set(d)
+    assert set(d["phases_ms"]) == {"draft", "verify", "accept", "draft_extend", "host"}
+    assert set(d["verify_breakdown_ms"]) >= {"launch", "allreduce", "weights", "attention", "compute"}
+    assert d["kind"] == "modeled"
+    assert d["measured"]["baseline_tok_s"] == 88.8
+
+
+def test_predict_table_and_markdown(run_cli):
+    code, out, _ = run_cli("predict", "--steps", "2", "--accept", "2.1")
+    assert code == 0 and "speculative tok/s (modeled)" in out and "verify forward by component" in out
+    code, out, _ = run_cli("predict", "--format", "markdown")
+    assert code == 0 and out.count("|---") >= 3
+
+
+def test_verify_json(run_json):
+    d = run_json("verify", "--tokens", "1,3,6,16")
+    assert d["tokens"] == [1, 3, 6, 16]
+    assert len(d["verify_ms"]) == 4 and all(b > a for a, b in zip(d["verify_ms"], d["verify_ms"][1:]))
+
+
+def test_scenarios_and_dump_round_trip(run_cli, tmp_path):
+    code, out, _ = run_cli("scenarios")
+    assert code == 0 and "kimi-k2.5-seed (default)" in out and "kimi-k2.5-seed-untuned" in out
+    f = tmp_path / "s.json"
+    code, _, _ = run_cli("scenario", "dump", "--steps", "3", "--out", str(f))
+    assert code == 0
+    code, out, _ = run_cli("predict", "--scenario", str(f), "--json")
+    assert json.loads(out)["steps"] == 3
+    code, out, _ = run_cli("scenario", "show")
+    assert code == 0 and "assumption" in out
+
+
+@pytest.mark.parametrize(
+    "args,field",
+    [
+        (["--accept", "0.5"], "accept"),
+        (["--steps", "2", "--accept", "3.5"], "accept"),
+        (["--accept-rates", "0.5,1.5"], "accept-rates"),
+        (["--steps", "0"], "steps"),
+        (["--tp", "3"], "tp"),
+        (["--gpu", "x100"], "gpu"),
+        (["--model", "gpt-9"], "model"),
+        (["--scenario", "nope"], "scenario"),
+        (["--model", "/nonexistent/config.json"], "model"),
+    ],
+)
+def test_bad_input_one_line_exit_2(run_cli, args, field):
+    code, out, err = run_cli("predict", *args)
+    assert code == 2
+    assert err.startswith("error: ") and field in err and "Traceback" not in err
+    assert len(err.strip().splitlines()) == 1
+
+
+def test_unknown_gpu_lists_choices(run_cli):
+    _, _, err = run_cli("predict", "--gpu", "x100")
+    for g in ("h100", "h200", "b200", "h20", "a100"):
+        assert g in err
+
+
+def test_malformed_config_file(run_cli, tmp_path):
+    bad = tmp_path / "config.json"
+    bad.write_text("{not json")
+    code, _, err = run_cli("predict", "--model", str(bad))
+    assert code == 2 and "model" in err
+    bad.write_text(json.dumps({"model_type": "gpt2", "hidden_size": 8}))
+    code, _, err = run_cli("predict", "--model", str(bad))
+    assert code == 2 and "model_type" in err and "llama" in err
+
+
+def test_hf_config_loads(run_json, tmp_path):
+    cfg = {
+        "model_type": "qwen3_moe", "hidden_size": 2048, "num_hidden_layers": 48, "num_attention_heads": 32,
+        "num_key_value_heads": 4, "head_dim": 128, "vocab_size": 151936, "intermediate_size": 6144,
+        "num_experts": 128, "num_experts_per_tok": 8, "moe_intermediate_size": 768,
+    }
+    f = tmp_path / "config.json"
+    f.write_text(json.dumps(cfg))
+    d = run_json("predict", "--model", str(f), "--gpu", "h100", "--tp", "1")
+    preset = run_json("predict", "--model", "qwen3-30b-a3b", "--gpu", "h100", "--tp", "1")
+    assert d["verify_ms"] == pytest.approx(preset["verify_ms"], rel=0.02)
+
+
+def test_python_dash_m():
+    r = subprocess.run([sys.executable, "-m", "specsim", "predict", "--json"], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["steps"] == 2
+
+
+def test_python_api_repr():
+    import specsim
+
+    p = specsim.predict(steps=2, accept=2.1)
+    assert "tok/s" in repr(p) and "<table" in p._repr_html_()
+    v = specsim.verify_ms([1, 3])
+    assert "verify" in repr(v)

@@ -1,0 +1,136 @@
+"""Physics limits and invariants of the cost, cycle and acceptance models."""
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import specsim
+from specsim import acceptance as acc
+from specsim.collectives import allreduce_us
+from specsim.cycle import baseline_step_ms, cycle_ms, cycle_phases_ms, verify_breakdown
+from specsim.moe import expected_distinct_experts, experts_read
+from specsim.params import scenario_params
+
+
+def test_distinct_experts_limits():
+    assert expected_distinct_experts(384, 8, 1) == pytest.approx(8.0)
+    assert expected_distinct_experts(384, 8, 10_000) == pytest.approx(384.0, rel=1e-6)
+    # FACTS: ~23.5 experts at 3 tokens, ~46 at 6 tokens (of 384, top-8)
+    assert expected_distinct_experts(384, 8, 3) == pytest.approx(23.5, abs=0.1)
+    assert expected_distinct_experts(384, 8, 6) == pytest.approx(46.0, abs=0.6)
+
+
+@given(st.integers(1, 512), st.integers(1, 16), st.integers(1, 300))
+def test_distinct_experts_bounds_and_monotone(e, k, n):
+    k = min(k, e)
+    d = expected_distinct_experts(e, k, n)
+    assert k - 1e-9 <= d <= min(e, n * k) + 1e-9
+    assert expected_distinct_experts(e, k, n + 1) >= d - 1e-12
+
+
+def test_gathered_kernel_reads_k_per_token():
+    assert experts_read(128, 8, 5, True) == 40
+    assert experts_read(128, 8, 5, False) < 40
+
+
+def test_allreduce_alpha_beta():
+    assert allreduce_us(0, 8, 15.0, 2.7e11) == pytest.approx(15.0)
+    assert allreduce_us(1e6, 1, 15.0, 2.7e11) == 0.0
+    t1, t2 = allreduce_us(1e6, 8, 15.0, 2.7e11), allreduce_us(2e6, 8, 15.0, 2.7e11)
+    assert t2 - t1 == pytest.approx(1e6 * 2 * 7 / 8 / 2.7e11 * 1e6)
+
+
+def test_leviathan_limit():
+    """Verify cost = one decode step and free drafts: speedup is Leviathan et al.'s formula."""
+    sc = specsim.build_scenario(steps=4, accept_rates=[0.7])
+    p = scenario_params(sc)
+    base = baseline_step_ms(p)["total"]
+    phases = cycle_phases_ms(p, 1.0)
+    # neutralise everything but a verify that costs one decode step
+    for k in ("draft", "accept", "draft_extend", "host"):
+        phases[k] = 0.0
+    phases["verify"] = base
+    for alpha, gamma in [(0.7, 4), (0.5, 2), (0.9, 6)]:
+        tau = acc.tau_from_rates([alpha], gamma)
+        speedup = tau / cycle_ms(phases) * base
+        assert speedup == pytest.approx((1 - alpha ** (gamma + 1)) / (1 - alpha))
+        assert tau == pytest.approx(acc.leviathan_tokens_per_cycle(alpha, gamma))
+
+
+def test_dense_verify_flat_moe_verify_grows():
+    dense = specsim.verify_ms([1, 2, 4, 8], model="llama-3.1-70b", gpu="h100", tp=8).verify_ms
+    moe = specsim.verify_ms([1, 2, 4, 8], model="qwen3-30b-a3b", gpu="h100", tp=1).verify_ms
+    assert (dense[-1] - dense[1]) / dense[1] < 0.05  # memory-bound flat region
+    assert (moe[-1] - moe[1]) / moe[1] > 0.15  # new experts with every token
+
+
+def test_compute_takes_over_at_large_width():
+    v = specsim.verify_ms([1, 4096], model="llama-3.1-8b", gpu="h100", tp=1)
+    assert v.breakdown_ms["compute"][1] > v.breakdown_ms["weights"][1]
+    assert v.breakdown_ms["compute"][0] == 0.0
+
+
+def test_monotone_in_acceptance():
+    toks = [specsim.predict(steps=3, accept=a).tok_s for a in (1.2, 1.8, 2.4, 3.0, 3.6)]
+    assert all(b > a for a, b in zip(toks, toks[1:]))
+
+
+def test_monotone_in_allreduce_latency():
+    sc = specsim.build_scenario(steps=3)
+    p = scenario_params(sc)
+    out = []
+    for scale in (0.5, 1.0, 2.0, 4.0):
+        p["allreduce_scale"] = scale
+        out.append(float(cycle_ms(cycle_phases_ms(p, 2.0))))
+    assert all(b > a for a, b in zip(out, out[1:]))
+
+
+def test_vectorised_equals_scalar():
+    sc = specsim.build_scenario(steps=3)
+    p = scenario_params(sc)
+    widths = np.array([1.0, 3.0, 6.0, 17.0])
+    vec = verify_breakdown(p, num_draft_tokens=widths)["total"]
+    for w, v in zip(widths, vec):
+        assert float(verify_breakdown(p, num_draft_tokens=w)["total"]) == pytest.approx(v)
+
+
+def test_graph_batch_padding_costs_like_the_next_captured_size():
+    a = specsim.verify_ms([4], batch=9, gpu="h200").verify_ms[0]
+    b = specsim.verify_ms([4], batch=10, gpu="h200").verify_ms[0]
+    assert a == pytest.approx(b)
+
+
+@settings(max_examples=50, deadline=None)
+@given(st.lists(st.floats(0.0, 1.0), min_size=1, max_size=8), st.integers(1, 10))
+def test_acceptance_conversions_round_trip(rates, steps):
+    pmf = acc.pmf_from_rates(rates, steps)
+    assert pmf.sum() == pytest.approx(1.0)
+    assert (pmf >= -1e-12).all()
+    tau = acc.tau_from_rates(rates, steps)
+    assert 1.0 - 1e-9 <= tau <= steps + 1 + 1e-9
+    assert (pmf * np.arange(1, steps + 2)).sum() == pytest.approx(tau)
+    back = acc.rates_from_pmf(pmf)
+    assert acc.tau_from_rates(back, steps) == pytest.approx(tau)
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.floats(1.0, 6.0), st.integers(5, 9))
+def test_scaled_profile_hits_tau(tau, steps):
+    r = acc.scale_profile_to_tau([0.8, 0.6, 0.4], tau, steps)
+    assert acc.tau_from_rates(r, steps) == pytest.approx(tau, abs=1e-6)
+
+
+def test_tree_reduces_to_chain_and_beats_it():
+    r = [0.7, 0.6, 0.5, 0.4]
+    assert acc.tree_accept_length(r, 4, 1, 5) == pytest.approx(acc.tau_from_rates(r, 4))
+    chain = acc.tau_from_rates(r, 4)
+    tree = acc.tree_accept_length(r, 4, 4, 16)
+    assert chain < tree <= 5.0
+
+
+def test_tok_s_is_tokens_over_cycle():
+    p = specsim.predict(steps=3, accept=2.2, batch=4)
+    assert p.tok_s == pytest.approx(4 * 2.2 / p.cycle_ms * 1e3, rel=1e-4)
+    assert sum(p.phases_ms.values()) == pytest.approx(p.cycle_ms)
+    assert sum(p.verify_breakdown_ms.values()) == pytest.approx(p.verify_ms)

@@ -229,12 +229,132 @@ def scenario_dump(
         typer.echo(text)
 
 
+@app.command()
+def calibrate(
+    model: str = typer.Option(..., "--model", help="model preset or path to a Hugging Face config.json"),
+    gpu: str = typer.Option(..., "--gpu", help="GPU preset"),
+    tp: int = typer.Option(..., "--tp", help="tensor-parallel size"),
+    point: list[str] = typer.Option([], "--point", help="measured verify K=MS (K tokens per request, MS ms); repeat"),
+    dtype: Optional[str] = typer.Option(None, "--dtype", help="weight dtype: bf16, fp8 or int4 (int4: routed experts of MoE)"),
+    ctx: Optional[int] = CtxOpt,
+    batch: Optional[int] = BatchOpt,
+    moe_kernel: Optional[str] = typer.Option(None, "--moe-kernel", help="fused or per-token"),
+    graph: Optional[bool] = typer.Option(None, "--graph/--eager", help="verify replays a CUDA graph, or runs eagerly"),
+    engine: str = typer.Option("sglang", "--engine", help="engine preset"),
+    baseline_tok_s: Optional[float] = typer.Option(None, "--baseline-tok-s", help="measured plain-decode tok/s"),
+    from_log: list[Path] = typer.Option([], "--from-log", help="SGLang/vLLM log or bench JSONL; repeat"),
+    out: Path = typer.Option(..., "--out", "-o", help="scenario JSON to write"),
+    as_json: bool = typer.Option(False, "--json", help="print the fit as JSON"),
+) -> None:
+    """Fit the cost model to measured verify timings; write a scenario with uncertainty."""
+    from .calibrate import Point, base_scenario, fit, parse_point
+    from .io import write_atomic
+    from .render import table_text
+
+    if batch is not None and batch < 1:
+        _fail(f"batch: got {batch}; must be an integer >= 1")
+    if ctx is not None and ctx < 0:
+        _fail(f"ctx: got {ctx}; must be an integer >= 0")
+    pts = [parse_point(x) for x in point]
+    sc = base_scenario(model, gpu, tp, dtype=dtype, ctx=ctx, batch=batch, moe_kernel=moe_kernel, graph=graph, engine=engine)
+    cycles: list[dict] = []
+    ingest_note = ""
+    if from_log:
+        from .ingest import ingest_files
+
+        res = ingest_files([str(f) for f in from_log])
+        for c in res.cycle_points():
+            if c.get("baseline"):
+                if baseline_tok_s is None and c.get("tok_s"):
+                    baseline_tok_s = float(c["tok_s"]) / max(float(c.get("batch") or 1), 1.0) * sc.workload.batch
+            elif c.get("cycle_ms") and c.get("accept_length") and c.get("steps"):
+                cycles.append(c)
+        rates = res.acceptance_rates()
+        tau = res.mean_accept_length()
+        data = sc.model_dump()
+        if rates:
+            data["acceptance"] = {"rates": list(rates), "source": f"ingested from {', '.join(map(str, from_log))}"}
+        elif tau:
+            steps = data["speculation"]["steps"]
+            data["acceptance"] = {"accept_length": min(tau, steps + 1), "source": f"ingested from {', '.join(map(str, from_log))}"}
+        from .presets import scenario_from_dict
+
+        sc = scenario_from_dict(data)
+        ingest_note = f"ingested {len(from_log)} file(s): {len(cycles)} cycle point(s), {res.lines_skipped} line(s) skipped"
+    result = fit(sc, pts, baseline_tok_s=baseline_tok_s, cycles=cycles)
+    text = result.scenario.model_dump_json(indent=1) + "\n"
+    if as_json:
+        _emit(result.to_dict())
+    else:
+        typer.echo(table_text(["parameter", "fitted", "unit", "prior", "90% range", "pinned by data"], result.table_rows(),
+                              f"calibrated {result.scenario.name}"))
+        typer.echo("")
+        typer.echo(table_text(["point", "measured ms", "model ms", "residual %"],
+                              [[r["what"], r["ms"], r["model_ms"], r["error_pct"]] for r in result.residuals], "residuals"))
+        if ingest_note:
+            typer.echo(ingest_note)
+        for w in result.warnings:
+            typer.echo(f"warning: {w}", err=True)
+    write_atomic(out, text)
+    typer.echo(f"wrote {out}", err=True)
+
+
+@app.command()
+def validate(
+    dataset: str = typer.Argument(..., help="dataset JSON (or built-in name, e.g. kimi-k2.5-seed)"),
+    fit_tokens: str = typer.Option("3,6", "--fit", help="token counts to calibrate on"),
+    max_mape: Optional[float] = typer.Option(None, "--max-mape", help="exit 1 if the MAPE (%) exceeds this"),
+    as_json: bool = typer.Option(False, "--json"),
+) -> None:
+    """Calibrate on a subset of measured points and score the prediction of all of them."""
+    from .calibrate import validate as _validate
+    from .render import table_text
+
+    v = _validate(dataset, _ints(fit_tokens, "fit"))
+    if as_json:
+        _emit(v.to_dict())
+    else:
+        rows = [[r["tokens"], r["measured_ms"], r["predicted_ms"], r["error_pct"], "fit" if r["in_fit"] else ""] for r in v.rows]
+        typer.echo(table_text(["tokens", "measured ms", "predicted ms", "error %", ""], rows, f"{v.dataset}: fit on {v.fit_tokens}"))
+        typer.echo(f"MAPE {v.mape_pct:.2f}%  median {v.median_ape_pct:.2f}%  worst {v.max_ape_pct:.2f}%")
+    if max_mape is not None and v.mape_pct > max_mape:
+        typer.echo(f"error: MAPE {v.mape_pct:.2f}% exceeds --max-mape {max_mape}", err=True)
+        raise typer.Exit(1)
+
+
+@app.command()
+def ingest(
+    files: list[Path] = typer.Argument(..., help="SGLang server logs, bench_speculative/bench_serving JSONL, vLLM logs"),
+    as_json: bool = typer.Option(False, "--json"),
+) -> None:
+    """Summarise engine output: accept length, throughput, step time, per-position rates."""
+    from .ingest import ingest_files
+    from .render import table_text
+
+    res = ingest_files([str(f) for f in files])
+    if as_json:
+        d = res.to_dict()
+        d["summary"] = res.summary()
+        d["cycle_points"] = res.cycle_points()
+        _emit(d)
+        return
+    summ = res.summary()
+    if summ:
+        keys = list(summ[0].keys())
+        typer.echo(table_text(keys, [[r.get(k) if r.get(k) is not None else "" for k in keys] for r in summ], "summary"))
+    rates = res.acceptance_rates()
+    if rates:
+        typer.echo("per-position conditional acceptance: " + ", ".join(f"{r:.3f}" for r in rates))
+    typer.echo(f"formats: {res.formats}; lines: {res.lines_total} read, {res.lines_skipped} skipped (corrupt), "
+               f"{res.lines_ignored} unrelated")
+
+
 def main(argv: Optional[list[str]] = None) -> None:
     """Console entry point: SpecsimError and click usage errors exit 2 with one line, no traceback."""
     from .errors import SpecsimError, one_line
 
     try:
-        app(args=argv, standalone_mode=False, prog_name="specsim")
+        rv = app(args=argv, standalone_mode=False, prog_name="specsim")
     except SpecsimError as exc:
         typer.echo(f"error: {one_line(exc)}", err=True)
         sys.exit(2)
@@ -251,7 +371,7 @@ def main(argv: Optional[list[str]] = None) -> None:
             typer.echo(f"error: {one_line(exc)}", err=True)
             sys.exit(2)
         raise
-    sys.exit(0)
+    sys.exit(rv if isinstance(rv, int) else 0)
 
 
 if __name__ == "__main__":

@@ -36,7 +36,7 @@ def verify_breakdown(p: Params, num_draft_tokens=None, batch=None) -> dict:
     """Target verify forward (ms by component) over batch x num_draft_tokens tokens."""
     ndt = p["num_draft_tokens"] if num_draft_tokens is None else num_draft_tokens
     b, g = graph_batch(p, p["batch"] if batch is None else batch, p["graph_verify"])
-    return target_forward_ms(p, ndt, batch=b, graph=g, multi_token=True)
+    return target_forward_ms(p, ndt, batch=b, graph=g)  # 1 token takes the decode kernels
 
 
 def decode_breakdown(p: Params, batch=None) -> dict:

@@ -1,0 +1,432 @@
+"""Calibration: fit physically named parameters to measured timings, with uncertainty.
+
+Bounded, regularised least squares (scipy) in log-parameter space. Data residuals are
+``log(model / measured) / sigma_meas``; each parameter's prior adds ``log(theta / prior) /
+sigma_prior``, so the presets' priors regularise the fit and two points move at most what two
+points can determine. The covariance ``(J^T J)^-1`` gives the 90 % bands of the verify curve;
+a parameter whose posterior width is close to its prior width is reported as not pinned down.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .cycle import baseline_step_ms, cycle_ms, cycle_phases_ms, verify_breakdown
+from .errors import SpecsimError
+from .params import scenario_params
+from .scenario import Scenario
+
+Z90 = 1.6448536269514722
+MEAS_REL_SIGMA = 0.02  # a measured forward time is good to ~2 %
+
+# flat parameter -> (unit, meaning, prior log-sigma, lower, upper)
+PARAMETERS: dict[str, tuple[str, str, float, float, float]] = {
+    "kernel_floor_us": ("us", "minimum GPU time of one kernel", 0.5, 0.5, 20.0),
+    "mem_efficiency": ("1", "achieved/datasheet HBM BW of weight GEMMs", 0.25, 0.2, 1.0),
+    "moe_mem_efficiency": ("1", "achieved/datasheet HBM BW of routed-expert GEMMs", 0.5, 0.05, 1.0),
+    "attention_mem_efficiency": ("1", "achieved/datasheet HBM BW of attention over the KV cache", 0.5, 0.05, 1.0),
+    "allreduce_alpha_graph_us": ("us", "all-reduce latency (graph-captured path)", 0.7, 0.5, 500.0),
+    "allreduce_alpha_eager_us": ("us", "all-reduce latency (eager path)", 0.7, 0.5, 500.0),
+    "graph_node_us": ("us", "CUDA-graph cost per captured kernel", 0.5, 0.05, 10.0),
+    "graph_fixed_us": ("us", "CUDA-graph replay fixed cost", 0.7, 1.0, 5000.0),
+    "eager_launch_us": ("us", "host launch cost per eager kernel", 0.4, 1.0, 50.0),
+    "host_per_cycle_ms": ("ms", "host scheduling + bookkeeping per speculative cycle", 0.8, 0.01, 50.0),
+    "host_per_decode_step_ms": ("ms", "host scheduling per decode iteration", 0.8, 0.01, 50.0),
+}
+
+# where each flat parameter lives in the Scenario
+_PATHS = {
+    "kernel_floor_us": ("gpu", "kernel_floor_us"),
+    "mem_efficiency": ("gpu", "mem_efficiency"),
+    "moe_mem_efficiency": ("engine", "moe_mem_efficiency"),
+    "attention_mem_efficiency": ("engine", "attention_mem_efficiency"),
+    "graph_node_us": ("engine", "graph_node_us"),
+    "graph_fixed_us": ("engine", "graph_fixed_us"),
+    "eager_launch_us": ("engine", "eager_launch_us"),
+    "host_per_cycle_ms": ("engine", "host_per_cycle_ms"),
+    "host_per_decode_step_ms": ("engine", "host_per_decode_step_ms"),
+}
+
+
+@dataclass(frozen=True)
+class Point:
+    """A measured target forward over ``tokens`` new tokens per request taking ``ms``."""
+
+    tokens: int
+    ms: float
+    source: str = "--point"
+
+
+def parse_point(text: str) -> Point:
+    """Parse ``K=MS`` (e.g. ``3=25.6``)."""
+    m = re.fullmatch(r"\s*(-?\d+)\s*=\s*(-?[\d.]+(?:[eE][-+]?\d+)?)\s*(?:ms)?\s*", text)
+    if not m:
+        raise SpecsimError("point", text, "expected K=MS, e.g. --point 3=25.6")
+    k, ms = int(m.group(1)), float(m.group(2))
+    if k < 1:
+        raise SpecsimError("point", text, "K (tokens per request) must be an integer >= 1")
+    if not ms > 0 or not math.isfinite(ms):
+        raise SpecsimError("point", text, "MS must be a positive number of milliseconds")
+    return Point(k, ms)
+
+
+def free_parameters(sc: Scenario, n_verify: int, has_baseline: bool, has_cycles: bool) -> list[str]:
+    """Parameters this data can speak to, in order of physical relevance for the scenario."""
+    e = sc.engine
+    names = ["kernel_floor_us"]
+    names.append("allreduce_alpha_graph_us" if e.graph_verify else "allreduce_alpha_eager_us")
+    if sc.target.moe is not None:
+        names.append("moe_mem_efficiency")
+    names.append("mem_efficiency")
+    if sc.workload.ctx * sc.workload.batch > 0:
+        names.append("attention_mem_efficiency")
+    names.append("graph_node_us" if e.graph_verify else "eager_launch_us")
+    if has_baseline:
+        names.append("host_per_decode_step_ms")
+        if not e.graph_verify and "allreduce_alpha_graph_us" not in names and sc.parallel.tp > 1:
+            names.append("allreduce_alpha_graph_us")
+    if has_cycles:
+        names.append("host_per_cycle_ms")
+    return names
+
+
+@dataclass
+class CalibrationResult:
+    scenario: Scenario
+    names: list[str]
+    values: dict[str, float]
+    priors: dict[str, float]
+    sd_log: dict[str, float]
+    prior_sd_log: dict[str, float]
+    cov_log: np.ndarray
+    residuals: list[dict]
+    warnings: list[str] = field(default_factory=list)
+
+    def table_rows(self) -> list[list[object]]:
+        rows = []
+        for n in self.names:
+            v, sd = self.values[n], self.sd_log[n]
+            lo = max(v * math.exp(-Z90 * sd), PARAMETERS[n][3])
+            hi = min(v * math.exp(Z90 * sd), PARAMETERS[n][4])
+            pinned = "yes" if sd < 0.7 * self.prior_sd_log[n] else "NO (prior)"
+            rows.append([n, v, PARAMETERS[n][0], self.priors[n], f"{lo:.3g}..{hi:.3g}", pinned])
+        return rows
+
+    def to_dict(self) -> dict:
+        return {
+            "parameters": {
+                n: {"value": self.values[n], "unit": PARAMETERS[n][0], "meaning": PARAMETERS[n][1], "prior": self.priors[n],
+                    "sd_log": self.sd_log[n], "prior_sd_log": self.prior_sd_log[n],
+                    "pinned": self.sd_log[n] < 0.7 * self.prior_sd_log[n]}
+                for n in self.names
+            },
+            "cov_log": self.cov_log.tolist(),
+            "points": self.residuals,
+            "warnings": self.warnings,
+        }
+
+
+def _get(p: dict, name: str) -> float:
+    return float(p[name])
+
+
+def _model_values(p: dict, verify_pts, baseline_ms, cycles) -> np.ndarray:
+    out = []
+    if verify_pts:
+        toks = np.array([pt.tokens for pt in verify_pts], dtype=float)
+        vb = verify_breakdown(p, num_draft_tokens=toks)["total"]
+        out.extend(np.broadcast_to(vb, toks.shape).tolist())
+    if baseline_ms is not None:
+        out.append(float(baseline_step_ms(p)["total"]))
+    for c in cycles:
+        q = dict(p)
+        q.update(steps=float(c["steps"]), topk=float(c.get("topk") or 1), batch=float(c.get("batch") or p["batch"]))
+        q["num_draft_tokens"] = float(c.get("num_draft_tokens") or (c["steps"] + 1))
+        out.append(float(cycle_ms(cycle_phases_ms(q, float(c["accept_length"])))))
+    return np.array(out)
+
+
+def fit(
+    sc: Scenario,
+    points: list[Point],
+    baseline_tok_s: float | None = None,
+    cycles: list[dict] | None = None,
+    names: list[str] | None = None,
+) -> CalibrationResult:
+    """Fit the scenario's physical parameters to verify points, a baseline and cycle times."""
+    from scipy.optimize import least_squares
+
+    cycles = cycles or []
+    if not points and baseline_tok_s is None and not cycles:
+        raise SpecsimError("point", None, "give at least one --point K=MS, --baseline-tok-s or a log with timings")
+    p0 = scenario_params(sc)
+    names = names or free_parameters(sc, len(points), baseline_tok_s is not None, bool(cycles))
+    prior = {n: _get(p0, n) for n in names}
+    for n in names:
+        if prior[n] <= 0:
+            prior[n] = PARAMETERS[n][3] * 2
+    meas = [pt.ms for pt in points]
+    base_ms = None
+    if baseline_tok_s is not None:
+        if not baseline_tok_s > 0:
+            raise SpecsimError("baseline-tok-s", baseline_tok_s, "must be a positive tokens/s")
+        base_ms = sc.workload.batch / baseline_tok_s * 1e3
+        meas.append(base_ms)
+    meas += [float(c["cycle_ms"]) for c in cycles]
+    meas_arr = np.array(meas)
+    x0 = np.log([prior[n] for n in names])
+    lo = np.log([PARAMETERS[n][3] for n in names])
+    hi = np.log([PARAMETERS[n][4] for n in names])
+    x0 = np.clip(x0, lo + 1e-9, hi - 1e-9)
+    psig = np.array([PARAMETERS[n][2] for n in names])
+
+    def with_x(x):
+        q = dict(p0)
+        for n, v in zip(names, np.exp(x)):
+            q[n] = v
+        return q
+
+    def resid(x):
+        mv = _model_values(with_x(x), points, base_ms, cycles)
+        r_data = np.log(np.maximum(mv, 1e-9) / meas_arr) / MEAS_REL_SIGMA
+        return np.concatenate([r_data, (x - x0) / psig])
+
+    sol = least_squares(resid, x0, bounds=(lo, hi), method="trf", x_scale=1.0)
+    J = sol.jac
+    try:
+        cov = np.linalg.inv(J.T @ J)
+    except np.linalg.LinAlgError:
+        cov = np.linalg.pinv(J.T @ J)
+    sd = np.sqrt(np.maximum(np.diag(cov), 0.0))
+    values = dict(zip(names, map(float, np.exp(sol.x))))
+    fitted_p = with_x(sol.x)
+    mv = _model_values(fitted_p, points, base_ms, cycles)
+    labels = [f"verify {pt.tokens} tokens" for pt in points]
+    kinds = ["verify"] * len(points)
+    if base_ms is not None:
+        labels.append("baseline decode step")
+        kinds.append("baseline")
+    labels += [f"cycle steps={c['steps']} topk={c.get('topk') or 1} bs={c.get('batch')}" for c in cycles]
+    kinds += ["cycle"] * len(cycles)
+    residuals = [
+        {"what": lab, "kind": k, "tokens": (points[i].tokens if i < len(points) else None), "ms": float(m),
+         "model_ms": float(v), "error_pct": float(100 * (v / m - 1))}
+        for i, (lab, k, m, v) in enumerate(zip(labels, kinds, meas_arr, mv))
+    ]
+    warnings = [
+        f"{n} ({PARAMETERS[n][1]}) is not pinned down by the data: it stays near its prior {prior[n]:.3g} {PARAMETERS[n][0]}"
+        for n, s in zip(names, sd) if s >= 0.7 * PARAMETERS[n][2]
+    ]
+    for r in residuals:
+        if abs(r["error_pct"]) > 10:
+            warnings.append(f"{r['what']}: model misses the measurement by {r['error_pct']:+.1f}% (missing physics?)")
+    new_sc = apply_parameters(sc, values)
+    result = CalibrationResult(
+        scenario=new_sc, names=names, values=values, priors=prior, sd_log=dict(zip(names, map(float, sd))),
+        prior_sd_log={n: PARAMETERS[n][2] for n in names}, cov_log=cov, residuals=residuals, warnings=warnings,
+    )
+    data = new_sc.model_dump()
+    data["calibration"] = result.to_dict()
+    data["calibration"]["points"] = [{"tokens": pt.tokens, "ms": pt.ms, "source": pt.source} for pt in points]
+    data["calibration"]["residuals"] = residuals
+    result.scenario = Scenario.model_validate(data)
+    return result
+
+
+def apply_parameters(sc: Scenario, values: dict[str, float]) -> Scenario:
+    """A copy of the scenario with flat parameter values written back to their fields."""
+    data = sc.model_dump()
+    tp = sc.parallel.tp
+    for n, v in values.items():
+        if n in _PATHS:
+            comp, key = _PATHS[n]
+            data[comp][key] = v
+            data[comp].setdefault("sources", {})[key] = "fitted by specsim calibrate"
+        elif n == "allreduce_alpha_graph_us":
+            ar = data["parallel"]["allreduce"]
+            ar["alpha_us"] = {**ar["alpha_us"], tp: v}
+            ar.setdefault("sources", {})["alpha_us"] = f"TP{tp} value fitted by specsim calibrate"
+        elif n == "allreduce_alpha_eager_us":
+            ar = data["parallel"].get("allreduce_eager") or dict(data["parallel"]["allreduce"])
+            ar = {**ar, "alpha_us": {**ar["alpha_us"], tp: v}}
+            ar.setdefault("sources", {})["alpha_us"] = f"TP{tp} value fitted by specsim calibrate"
+            data["parallel"]["allreduce_eager"] = ar
+    return Scenario.model_validate(data)
+
+
+def verify_band(sc: Scenario, tokens: list[int], level: float = 0.9) -> tuple[list[float], list[float]] | None:
+    """(low, high) of the verify curve from the calibration covariance (delta method, log space)."""
+    cal = sc.calibration or {}
+    params = cal.get("parameters")
+    cov = cal.get("cov_log")
+    if not params or cov is None:
+        return None
+    names = list(params)
+    cov = np.asarray(cov, dtype=float)
+    p = scenario_params(sc)
+    toks = np.asarray(tokens, dtype=float)
+    base = np.broadcast_to(verify_breakdown(p, num_draft_tokens=toks)["total"], toks.shape)
+    grads = []
+    h = 1e-3
+    for n in names:
+        q = dict(p)
+        q[n] = p[n] * math.exp(h)
+        up = np.broadcast_to(verify_breakdown(q, num_draft_tokens=toks)["total"], toks.shape)
+        grads.append((np.log(up) - np.log(base)) / h)
+    G = np.array(grads).T  # (tokens, params)
+    var = np.einsum("ij,jk,ik->i", G, cov, G)
+    # model-form error: the RMS of the fit's log residuals where the data over-determine it
+    res = [r for r in cal.get("residuals", []) if r.get("kind") == "verify"]
+    dof = max(len(res) - 0, 1)
+    model_var = sum(math.log1p(r["error_pct"] / 100) ** 2 for r in res) / dof if res else 0.0
+    z = Z90 if abs(level - 0.9) < 1e-9 else _z(level)
+    sd = np.sqrt(var + model_var + MEAS_REL_SIGMA**2)
+    return (base * np.exp(-z * sd)).tolist(), (base * np.exp(z * sd)).tolist()
+
+
+def _z(level: float) -> float:
+    from scipy.stats import norm
+
+    return float(norm.ppf(0.5 + level / 2))
+
+
+GENERIC_EAGLE3_RATES = [0.8, 0.78, 0.77, 0.76, 0.76, 0.76, 0.76, 0.76]  # EAGLE-3 paper Fig. 7 (priors.md 4)
+
+
+def base_scenario(
+    model: str,
+    gpu: str,
+    tp: int,
+    *,
+    dtype: str | None = None,
+    ctx: int | None = None,
+    batch: int | None = None,
+    moe_kernel: str | None = None,
+    graph: bool | None = None,
+    engine: str = "sglang",
+    engine_overrides: dict | None = None,
+    eager_allreduce: str | None = None,
+    name: str | None = None,
+) -> Scenario:
+    """A fresh scenario from presets (no fitted values): what calibration starts from."""
+    from .presets import get_allreduce, get_engine, get_gpu, get_model, scenario_from_dict
+
+    if tp < 1:
+        raise SpecsimError("tp", tp, "TP size must be an integer >= 1")
+    target, draft = get_model(model)
+    g, ar = get_gpu(gpu)
+    for who, heads in (("target", target.attention.num_heads), ("draft", draft.num_heads)):
+        if heads % tp:
+            ok = [d for d in range(1, heads + 1) if heads % d == 0]
+            raise SpecsimError("tp", tp, f"must divide the {who} model's {heads} attention heads; allowed: {ok}")
+    t = target.model_dump()
+    if dtype is not None:
+        allowed = ("bf16", "fp8", "int4")
+        if dtype not in allowed:
+            raise SpecsimError("dtype", dtype, f"choose one of: {', '.join(allowed)}")
+        dt = t["dtypes"]
+        if dtype == "int4" and target.moe is not None:
+            dt["routed_experts"] = "int4"  # W4A16 experts, bf16 attention/shared (Kimi-K2.5 style)
+        else:
+            for k in ("attention", "dense_mlp", "shared_experts", "routed_experts"):
+                dt[k] = dtype
+    e = get_engine(engine).model_dump()
+    if moe_kernel is not None:
+        mk = moe_kernel.replace("-", "_")
+        if mk not in ("fused", "per_token"):
+            raise SpecsimError("moe-kernel", moe_kernel, "choose one of: fused, per-token")
+        e["moe_kernel"] = mk
+    if graph is not None:
+        e["graph_verify"] = graph
+    e.update(engine_overrides or {})
+    data = {
+        "name": name or f"{model}-{gpu}-tp{tp}",
+        "description": f"{target.name} on {tp}x {g.name} ({e['name']})",
+        "gpu": g.model_dump(), "target": t, "draft": draft.model_dump(), "engine": e,
+        "parallel": {"tp": tp, "allreduce": ar.model_dump(),
+                     "allreduce_eager": get_allreduce(eager_allreduce).model_dump() if eager_allreduce else None},
+        "speculation": {"steps": 3, "topk": 1},
+        "acceptance": {"rates": GENERIC_EAGLE3_RATES, "source": "EAGLE-3 paper Fig. 7 per-position ~0.76-0.81 (priors.md 4)"},
+        "workload": {"batch": batch or 1, "ctx": 2048 if ctx is None else ctx},
+    }
+    return scenario_from_dict(data, "scenario")
+
+
+def load_dataset(path: str) -> dict:
+    """A measured-points dataset (see calibration/README.md for the format)."""
+    import json
+    from pathlib import Path
+
+    f = Path(path)
+    if not f.exists():
+        from importlib import resources
+
+        cand = resources.files("specsim.calibration").joinpath("datasets", f"{path}.json")
+        if not cand.is_file():
+            raise SpecsimError("dataset", path, "no such file (built-in datasets: kimi-k2.5-seed)")
+        text = cand.read_text(encoding="utf-8")
+    else:
+        try:
+            text = f.read_text(encoding="utf-8")
+        except OSError as exc:
+            raise SpecsimError("dataset", path, f"unreadable ({exc})") from None
+    try:
+        d = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise SpecsimError("dataset", path, f"not valid JSON ({exc})") from None
+    for key in ("model", "gpu", "tp", "points"):
+        if key not in d:
+            raise SpecsimError("dataset", path, f"missing key '{key}' (need model, gpu, tp, points)")
+    pts = d["points"]
+    if not isinstance(pts, list) or not pts or not all(isinstance(x, dict) and "tokens" in x and "ms" in x for x in pts):
+        raise SpecsimError("dataset.points", path, "must be a non-empty list of {tokens, ms}")
+    return d
+
+
+def dataset_scenario(d: dict) -> Scenario:
+    return base_scenario(
+        d["model"], d["gpu"], int(d["tp"]), dtype=d.get("dtype"), ctx=d.get("ctx"), batch=d.get("batch"),
+        moe_kernel=d.get("moe_kernel"), graph=d.get("graph"), engine=d.get("engine_preset", "sglang"),
+        engine_overrides=d.get("engine"), eager_allreduce=d.get("eager_allreduce"), name=d.get("name"),
+    )
+
+
+@dataclass
+class Validation:
+    dataset: str
+    fit_tokens: list[int]
+    rows: list[dict]
+    mape_pct: float
+    median_ape_pct: float
+    max_ape_pct: float
+    calibration: CalibrationResult
+
+    def to_dict(self) -> dict:
+        return {"dataset": self.dataset, "fit_tokens": self.fit_tokens, "points": self.rows, "mape_pct": self.mape_pct,
+                "median_ape_pct": self.median_ape_pct, "max_ape_pct": self.max_ape_pct,
+                "fitted": self.calibration.to_dict()["parameters"]}
+
+
+def validate(path: str, fit_tokens: list[int] | None = None) -> Validation:
+    """Calibrate on a subset of a dataset's points and score the prediction of all of them."""
+    d = load_dataset(path)
+    fit_tokens = fit_tokens or [3, 6]
+    pts = [Point(int(x["tokens"]), float(x["ms"]), "dataset") for x in d["points"]]
+    chosen = [pt for pt in pts if pt.tokens in fit_tokens]
+    if not chosen:
+        raise SpecsimError("fit", fit_tokens, f"no dataset point has these token counts; available: {[pt.tokens for pt in pts]}")
+    sc = dataset_scenario(d)
+    res = fit(sc, chosen, baseline_tok_s=d.get("baseline_tok_s"))
+    p = scenario_params(res.scenario)
+    toks = np.array([pt.tokens for pt in pts], dtype=float)
+    pred = np.broadcast_to(verify_breakdown(p, num_draft_tokens=toks)["total"], toks.shape)
+    rows = []
+    for pt, m in zip(pts, pred):
+        rows.append({"tokens": pt.tokens, "measured_ms": pt.ms, "predicted_ms": float(m),
+                     "error_pct": float(100 * (m / pt.ms - 1)), "in_fit": pt.tokens in fit_tokens})
+    ape = np.array([abs(r["error_pct"]) for r in rows])
+    return Validation(str(d.get("name", path)), fit_tokens, rows, float(ape.mean()), float(np.median(ape)), float(ape.max()), res)

@@ -1,0 +1,121 @@
+"""Calibration: parameter recovery, extrapolation from 2 points, seed leave-one-out, bad input."""
+
+import json
+
+import numpy as np
+import pytest
+
+from specsim.calibrate import Point, apply_parameters, base_scenario, fit, parse_point, validate
+from specsim.cycle import verify_breakdown
+from specsim.params import scenario_params
+
+TOKENS = [1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64]
+
+
+def _synthetic(sc, truth, noise=0.01, seed=0):
+    true_sc = apply_parameters(sc, truth)
+    p = scenario_params(true_sc)
+    ms = np.broadcast_to(verify_breakdown(p, num_draft_tokens=np.array(TOKENS, float))["total"], (len(TOKENS),))
+    rng = np.random.default_rng(seed)
+    return [Point(k, float(m * (1 + noise * rng.standard_normal()))) for k, m in zip(TOKENS, ms)], ms
+
+
+@pytest.mark.parametrize(
+    "model,gpu,tp,graph",
+    [("qwen3-30b-a3b", "h100", 1, True), ("kimi-k2.5", "h200", 8, False), ("llama-3.1-70b", "h100", 8, True)],
+)
+def test_two_points_extrapolate_1_to_64(model, gpu, tp, graph):
+    """Truth differs from the priors; calibrated on k=3,6 only, the physics carries the curve."""
+    sc = base_scenario(model, gpu, tp, graph=graph)
+    truth = {"kernel_floor_us": 4.0, "moe_mem_efficiency": 0.35, "mem_efficiency": 0.7}
+    pts, true_ms = _synthetic(sc, truth)
+    res = fit(sc, [p for p in pts if p.tokens in (3, 6)])
+    p = scenario_params(res.scenario)
+    pred = np.broadcast_to(verify_breakdown(p, num_draft_tokens=np.array(TOKENS, float))["total"], (len(TOKENS),))
+    err = np.abs(pred / true_ms - 1)
+    assert np.median(err) <= 0.05
+    assert err.max() <= 0.15
+
+
+def test_recovers_known_parameters_from_many_points():
+    sc = base_scenario("qwen3-30b-a3b", "h100", 1)
+    truth = {"kernel_floor_us": 4.5, "moe_mem_efficiency": 0.4}
+    pts, _ = _synthetic(sc, truth, noise=0.005)
+    res = fit(sc, pts, names=["kernel_floor_us", "moe_mem_efficiency"])
+    assert res.values["kernel_floor_us"] == pytest.approx(4.5, rel=0.1)
+    assert res.values["moe_mem_efficiency"] == pytest.approx(0.4, rel=0.1)
+    assert all(abs(r["error_pct"]) < 3 for r in res.residuals)
+
+
+def test_band_contains_curve_and_widens_away_from_data():
+    import specsim
+
+    sc = base_scenario("kimi-k2.5", "h200", 8, graph=False)
+    res = fit(sc, [Point(3, 25.6), Point(6, 28.7)])
+    curve = specsim.verify_ms([3, 64], res.scenario)
+    lo, hi = curve.verify_ms_low, curve.verify_ms_high
+    for v, l, h in zip(curve.verify_ms, lo, hi):
+        assert l < v < h
+    assert (hi[1] - lo[1]) / curve.verify_ms[1] > (hi[0] - lo[0]) / curve.verify_ms[0]
+
+
+def test_seed_leave_one_out():
+    for fit_on, other in ((3, 6), (6, 3)):
+        v = validate("kimi-k2.5-seed", [fit_on])
+        row = next(r for r in v.rows if r["tokens"] == other)
+        assert abs(row["error_pct"]) < 10
+
+
+def test_unpinned_parameters_warned():
+    sc = base_scenario("kimi-k2.5", "h200", 8)
+    res = fit(sc, [Point(3, 20.0), Point(6, 23.0)])
+    assert any("not pinned down" in w for w in res.warnings)
+
+
+@pytest.mark.parametrize("text", ["0=3", "-1=3", "3=0", "3=-2", "3", "a=b"])
+def test_bad_points(text):
+    from specsim.errors import SpecsimError
+
+    with pytest.raises(SpecsimError):
+        parse_point(text)
+
+
+def test_cli_calibrate_round_trip(run_cli, tmp_path):
+    out = tmp_path / "cal.json"
+    code, stdout, err = run_cli("calibrate", "--model", "kimi-k2.5", "--gpu", "h200", "--tp", "8", "--eager",
+                                "--point", "3=25.6", "--point", "6=28.7", "--out", str(out))
+    assert code == 0, err
+    assert "moe_mem_efficiency" in stdout and "residual" in stdout
+    code, stdout, _ = run_cli("verify", "--scenario", str(out), "--tokens", "1,2,4,8,16,32,64", "--json")
+    d = json.loads(stdout)
+    assert len(d["verify_ms_low"]) == 7 and all(l < v < h for l, v, h in zip(d["verify_ms_low"], d["verify_ms"], d["verify_ms_high"]))
+    code, stdout, _ = run_cli("predict", "--scenario", str(out), "--steps", "2", "--accept", "2.1", "--json")
+    assert code == 0
+
+
+@pytest.mark.parametrize(
+    "extra,field",
+    [(["--point", "0=3"], "point"), (["--point", "3=0"], "point"), (["--point", "3=-1"], "point"),
+     (["--from-log", "/nonexistent.log", "--point", "3=20"], "nonexistent")],
+)
+def test_cli_calibrate_bad_input_writes_nothing(run_cli, tmp_path, extra, field):
+    out = tmp_path / "cal.json"
+    code, _, err = run_cli("calibrate", "--model", "kimi-k2.5", "--gpu", "h200", "--tp", "8", *extra, "--out", str(out))
+    assert code == 2 and field in err and "Traceback" not in err
+    assert not out.exists()
+
+
+def test_cli_calibrate_unsupported_model_type(run_cli, tmp_path):
+    cfg = tmp_path / "config.json"
+    cfg.write_text(json.dumps({"model_type": "gpt_neox"}))
+    out = tmp_path / "cal.json"
+    code, _, err = run_cli("calibrate", "--model", str(cfg), "--gpu", "h100", "--tp", "1", "--point", "3=5", "--out", str(out))
+    assert code == 2 and "model_type" in err
+    assert not out.exists()
+
+
+def test_cli_validate_max_mape(run_cli):
+    code, out, _ = run_cli("validate", "kimi-k2.5-seed", "--fit", "3")
+    assert code == 0 and "MAPE" in out
+    code, _, err = run_cli("validate", "kimi-k2.5-seed", "--fit", "3", "--max-mape", "0.01")
+    assert code == 1 and "MAPE" in err

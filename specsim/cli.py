@@ -45,6 +45,7 @@ def _floats(text: Optional[str], field: str) -> Optional[list[float]]:
 
 
 def _ints(text: str, field: str) -> list[int]:
+    """Comma list of integers and inclusive ranges (1-10)."""
     out: list[int] = []
     try:
         for part in text.replace(" ", "").split(","):
@@ -347,6 +348,91 @@ def ingest(
         typer.echo("per-position conditional acceptance: " + ", ".join(f"{r:.3f}" for r in rates))
     typer.echo(f"formats: {res.formats}; lines: {res.lines_total} read, {res.lines_skipped} skipped (corrupt), "
                f"{res.lines_ignored} unrelated")
+
+
+def _float_list(text: Optional[str], field: str) -> Optional[list[float]]:
+    """Comma list of floats and inclusive ranges START:STOP:STEP (e.g. 1.5:3.5:0.25)."""
+    if text is None:
+        return None
+    out: list[float] = []
+    try:
+        for part in text.replace(" ", "").split(","):
+            if not part:
+                continue
+            if ":" in part:
+                a, b, step = (float(x) for x in part.split(":"))
+                if step <= 0 or b < a:
+                    _fail(f"{field}: got {part!r}; need START:STOP:STEP with STOP >= START and STEP > 0")
+                n = int(round((b - a) / step)) + 1
+                if n > 100_000:
+                    _fail(f"{field}: got {part!r}; at most 100000 values per range")
+                out.extend(a + i * step for i in range(n) if a + i * step <= b + 1e-9)
+            else:
+                out.append(float(part))
+    except ValueError:
+        _fail(f"{field}: got {text!r}; expected numbers or START:STOP:STEP ranges")
+    if not out:
+        _fail(f"{field}: got {text!r}; the range is empty")
+    return out
+
+
+@app.command()
+def sweep(
+    scenario: Optional[str] = ScenarioOpt,
+    steps: Optional[str] = typer.Option(None, "--steps", help="e.g. 1-10 or 1,2,4"),
+    topk: Optional[str] = typer.Option(None, "--topk", help="e.g. 1,2,4"),
+    draft_tokens: Optional[str] = typer.Option(None, "--draft-tokens", help="verify widths for topk > 1"),
+    accept: Optional[str] = typer.Option(None, "--accept", help="accept lengths at --accept-at-steps, e.g. 1.5:3.5:0.5"),
+    accept_at_steps: Optional[int] = typer.Option(None, "--accept-at-steps", help="steps the --accept values refer to"),
+    accept_rates: Optional[str] = typer.Option(None, "--accept-rates", help="profiles separated by ';', e.g. '0.8,0.6;0.7,0.5'"),
+    tp: Optional[str] = typer.Option(None, "--tp", help="e.g. 4,8"),
+    batch: Optional[str] = typer.Option(None, "--batch", help="e.g. 1,8,32 or 1-64"),
+    ctx: Optional[str] = typer.Option(None, "--ctx", help="context lengths"),
+    gpu: Optional[str] = typer.Option(None, "--gpu", help="GPU presets, e.g. h100,h200,b200"),
+    allreduce_scale: Optional[str] = typer.Option(None, "--allreduce-scale", help="all-reduce latency multipliers"),
+    top: int = typer.Option(15, "--top", help="rows in the ranked table"),
+    as_json: bool = typer.Option(False, "--json"),
+    csv: Optional[Path] = typer.Option(None, "--csv", help="write every configuration as CSV ('-' for stdout)"),
+    fmt: Fmt = typer.Option(Fmt.text, "--format"),
+) -> None:
+    """Sweep configurations (vectorised); print the best and a ranked table."""
+    from .render import table_markdown
+    from .sweep import COLUMNS
+    from .sweep import sweep as _sweep
+
+    profiles = None
+    if accept_rates is not None:
+        profiles = [_floats(x, "accept-rates") for x in accept_rates.split(";") if x.strip()]
+        if not profiles:
+            _fail(f"accept-rates: got {accept_rates!r}; expected at least one profile")
+    res = _sweep(
+        scenario,
+        steps=_ints(steps, "steps") if steps else None, topk=_ints(topk, "topk") if topk else None,
+        draft_tokens=_ints(draft_tokens, "draft-tokens") if draft_tokens else None,
+        accept=_float_list(accept, "accept"), accept_at_steps=accept_at_steps, accept_rates=profiles,
+        tp=_ints(tp, "tp") if tp else None, batch=_ints(batch, "batch") if batch else None,
+        ctx=_ints(ctx, "ctx") if ctx else None,
+        gpu=[g for g in gpu.split(",") if g.strip()] if gpu is not None else None,
+        allreduce_scale=_float_list(allreduce_scale, "allreduce-scale"),
+    )
+    if csv is not None:
+        if str(csv) == "-":
+            typer.echo(res.to_csv(), nl=False)
+            return
+        from .io import write_atomic
+
+        write_atomic(csv, res.to_csv())
+        typer.echo(f"wrote {res.n:,} rows to {csv}", err=True)
+    if as_json or fmt == Fmt.json:
+        _emit(res.to_dict(top))
+    elif fmt in (Fmt.markdown, Fmt.md):
+        b = res.best()
+        typer.echo(f"**Best of {res.n:,} configurations (modeled):** steps={b['steps']}, topk={b['topk']}, "
+                   f"draft tokens={b['draft_tokens']}, TP={b['tp']}, batch={b['batch']}, GPU={b['gpu']}: "
+                   f"{b['tok_s']:.1f} tok/s ({b['speedup']:.3f}x)\n")
+        typer.echo(table_markdown(list(COLUMNS), [[r[c] for c in COLUMNS] for r in res.ranked(top)]))
+    else:
+        typer.echo(repr(res))
 
 
 def main(argv: Optional[list[str]] = None) -> None:

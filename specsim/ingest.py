@@ -202,9 +202,9 @@ class IngestResult:
     def _points(self) -> list[dict[str, Any]]:
         """One normalised dict per decode / bench / vLLM record (captures excluded)."""
         pts: list[dict[str, Any]] = []
-        specs = self._decode_spec if len(self._decode_spec) == len(self.decode) else []
+        aligned = len(self._decode_spec) == len(self.decode)
         for i, d in enumerate(self.decode):
-            cfg = (specs[i] if specs else None) or self.spec_config or {}
+            cfg = (self._decode_spec[i] if aligned else self.spec_config) or {}
             acc = d.accept_length
             if acc is None:  # no "accept len": the server ran without speculation
                 cfg = {"steps": 0, "topk": 0, "num_draft_tokens": 0}
@@ -349,9 +349,15 @@ class IngestResult:
         """Calibration points with a known cycle time, one per decode / bench record.
 
         Keys: steps, topk, num_draft_tokens, batch, accept_length, cycle_ms, tok_s (aggregate
-        tokens/s), baseline (plain decode step, no speculation), plus source, tok_s_per_req and
-        cuda_graph (decode lines only). Decode-log points include prefill time that fell into
-        the logging window; filter on ``source`` if that matters.
+        tokens/s; bench_speculative: ``speed * batch_size``), baseline, plus source,
+        tok_s_per_req and cuda_graph (decode lines only).
+
+        ``baseline`` marks a plain decode step without speculation (accept_length 1.0):
+        bench lines with ``steps == 0`` (or steps and num_draft_tokens missing/0), bench_serving
+        lines without server_info and without accept_length, and decode lines without
+        ``accept len`` (reported with steps = topk = num_draft_tokens = 0). Decode-log points
+        include any prefill time that fell into the logging window (the first window after
+        idle is huge); filter on ``source`` if that matters.
         """
         out: list[dict] = []
         for p in self._points():
@@ -475,8 +481,8 @@ def _prefix_info(prefix: str) -> tuple[str | None, int | None]:
 # ---- SGLang Decode batch -----------------------------------------------------------------------
 
 _DECODE_MARK_RE = re.compile(r"Decode batch(?: \[([0-9]{1,18})\])?([.,])(?: |$)", _A)
-_KV_RE = re.compile(r"(#?[A-Za-z][A-Za-z0-9 _/()\-]{0,60}): (\S{1,40})", _A)
-_GENERIC_VALUE_RE = re.compile(r"[A-Za-z0-9_.+\-%]+", _A)
+_KV_RE = re.compile(r"(#?[A-Za-z][A-Za-z0-9 _/().\-]{0,60}): (\S{1,40})", _A)
+_GENERIC_VALUE_RE = re.compile(r"[A-Za-z0-9_.+\-%/:]+", _A)
 _INT_KEYS = {
     "#running-req", "#token", "#queue-req", "#full token", "#swa token", "mamba num",
     "#prealloc-req", "#transfer-req", "#retracted-req",
@@ -527,7 +533,7 @@ def _parse_decode(seg: str, prefix: str) -> DecodeRecord:
             accept_len = _float(val, lo=1.0, hi=1e4)
         elif key == "accept rate":
             accept_rate = _float(val, lo=0.0, hi=1.0)
-        elif key in ("cuda graph", "cpu graph"):
+        elif key.endswith(" graph"):  # cuda / cpu / npu / musa graph
             if val not in ("True", "False"):
                 raise _Corrupt
             cuda_graph = val == "True"
@@ -862,6 +868,10 @@ def _overlap_from_line(line: str) -> bool | None:
 # --------------------------------------------------------------------------------------------
 
 
+# Tests set this to surface parser bugs that ``_State.feed`` would otherwise count as skipped.
+_RAISE_INTERNAL_ERRORS = False
+
+
 class _State:
     """Accumulates records and counters across lines and files."""
 
@@ -887,7 +897,9 @@ class _State:
         line = raw.rstrip("\r\n")
         try:
             outcome = self._line(line)
-        except Exception:  # noqa: BLE001 - defensive: a parser bug must never escape
+        except Exception:  # defensive: a parser bug must never escape to the caller
+            if _RAISE_INTERNAL_ERRORS:
+                raise
             outcome = "skipped"
         if outcome == "skipped":
             self.lines_skipped += 1

@@ -1,0 +1,290 @@
+"""Vectorised sweeps over scenario fields: the best configuration and a ranked table.
+
+Each swept numeric field gets its own broadcast axis, so an operator only costs the size of the
+axes it depends on (the verify cost never sees the accept-length axis); the structural fields
+(steps, topk, draft tokens) are looped over. One call evaluates a million configurations.
+"""
+
+from __future__ import annotations
+
+import itertools
+import sys
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from . import acceptance as acc
+from .cycle import baseline_step_ms, cycle_ms, cycle_phases_ms
+from .errors import SpecsimError
+from .params import scenario_params
+from .predict import build_scenario, rates_for
+from .scenario import DTYPE_BYTES  # noqa: F401  (re-exported for callers building custom grids)
+
+MAX_STEPS = 64
+AXES = ("accept", "tp", "batch", "ctx", "gpu", "allreduce_scale")
+COLUMNS = ("steps", "topk", "draft_tokens", "accept_length", "tp", "batch", "ctx", "gpu", "allreduce_scale",
+           "tok_s", "baseline_tok_s", "speedup", "cycle_ms", "verify_ms")
+
+
+@dataclass
+class SweepResult:
+    """All evaluated configurations (modeled), with the best one first in ``ranked``."""
+
+    scenario: str
+    columns: dict[str, np.ndarray]
+    gpu_names: list[str]
+    accept_labels: list[str]
+    n: int = 0
+    notes: list[str] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self.n = int(len(self.columns["tok_s"]))
+
+    def ranked(self, top: int = 10) -> list[dict]:
+        tok = self.columns["tok_s"]
+        k = min(top, self.n)
+        idx = np.argpartition(-tok, k - 1)[:k] if self.n > k else np.arange(self.n)
+        idx = idx[np.argsort(-tok[idx], kind="stable")]
+        return [self.row(int(i)) for i in idx]
+
+    def best(self) -> dict:
+        return self.row(int(np.argmax(self.columns["tok_s"])))
+
+    def row(self, i: int) -> dict:
+        r = {}
+        for c in COLUMNS:
+            v = self.columns[c][i]
+            if c == "gpu":
+                r[c] = self.gpu_names[int(v)]
+            elif c in ("steps", "topk", "draft_tokens", "tp", "batch", "ctx"):
+                r[c] = int(v)
+            else:
+                r[c] = float(v)
+        return r
+
+    def to_dict(self, top: int = 20) -> dict:
+        return {"kind": "modeled", "scenario": self.scenario, "points": self.n, "best": self.best(),
+                "ranked": self.ranked(top), "notes": self.notes}
+
+    def to_csv(self) -> str:
+        lines = [",".join(COLUMNS)]
+        cols = [self.columns[c] for c in COLUMNS]
+        for i in range(self.n):
+            vals = []
+            for c, col in zip(COLUMNS, cols):
+                v = col[i]
+                vals.append(self.gpu_names[int(v)] if c == "gpu" else (str(int(v)) if c in ("steps", "topk", "draft_tokens", "tp", "batch", "ctx") else f"{v:.6g}"))
+            lines.append(",".join(vals))
+        return "\n".join(lines) + "\n"
+
+    def __repr__(self) -> str:
+        from .render import table_text
+
+        rows = [[r["steps"], r["topk"], r["draft_tokens"], r["accept_length"], r["tp"], r["batch"], r["ctx"], r["gpu"],
+                 r["allreduce_scale"], r["tok_s"], r["speedup"], r["cycle_ms"]] for r in self.ranked(10)]
+        head = ["steps", "topk", "draft_tokens", "accept", "tp", "batch", "ctx", "gpu", "ar_scale", "tok/s", "speedup", "cycle ms"]
+        b = self.best()
+        return (f"best of {self.n:,} configurations ({self.scenario}, modeled): steps={b['steps']} topk={b['topk']} "
+                f"draft_tokens={b['draft_tokens']} tp={b['tp']} batch={b['batch']} gpu={b['gpu']} -> "
+                f"{b['tok_s']:.1f} tok/s, speedup {b['speedup']:.3f}\n\n" + table_text(head, rows, "ranked (top 10)"))
+
+    def _repr_html_(self) -> str:
+        from .render import table_html
+
+        rows = [[r[c] for c in COLUMNS] for r in self.ranked(10)]
+        return table_html(list(COLUMNS), rows, f"sweep of {self.n:,} configurations (modeled)")
+
+
+def _axis(values, pos: int) -> np.ndarray:
+    shape = [1] * len(AXES)
+    arr = np.asarray(values, dtype=float)
+    shape[pos] = arr.size
+    return arr.reshape(shape)
+
+
+def _check_list(name: str, values, lo=None, hi=None, integer=False):
+    if values is None:
+        return None
+    vals = list(values)
+    if not vals:
+        raise SpecsimError(name, values, "the range is empty")
+    for v in vals:
+        if integer and int(v) != v:
+            raise SpecsimError(name, v, "must be integers")
+        if lo is not None and v < lo:
+            raise SpecsimError(name, v, f"values must be >= {lo}")
+        if hi is not None and v > hi:
+            raise SpecsimError(name, v, f"values must be <= {hi}")
+    return vals
+
+
+def sweep(
+    scenario=None,
+    *,
+    steps=None,
+    topk=None,
+    draft_tokens=None,
+    accept=None,
+    accept_at_steps: int | None = None,
+    accept_rates: list[list[float]] | None = None,
+    tp=None,
+    batch=None,
+    ctx=None,
+    gpu: list[str] | None = None,
+    allreduce_scale=None,
+    progress: bool | None = None,
+) -> SweepResult:
+    """Evaluate every combination of the given values (others stay at the scenario's).
+
+    ``accept`` values are accept lengths at ``accept_at_steps`` (default: the scenario's steps);
+    each is turned into a per-position profile with the scenario's shape, so tau changes with
+    the step count as the draft's quality dictates. ``accept_rates`` sweeps whole profiles.
+    """
+    steps = _check_list("steps", steps, 1, MAX_STEPS, True)
+    topk = _check_list("topk", topk, 1, 16, True)
+    draft_tokens = _check_list("draft-tokens", draft_tokens, 1, 512, True)
+    accept = _check_list("accept", accept, 1.0)
+    tp = _check_list("tp", tp, 1, 1024, True)
+    batch = _check_list("batch", batch, 1, 1_000_000, True)
+    ctx = _check_list("ctx", ctx, 0, 10_000_000, True)
+    allreduce_scale = _check_list("allreduce-scale", allreduce_scale, 1e-6)
+    if allreduce_scale is not None and any(v <= 0 for v in allreduce_scale):
+        raise SpecsimError("allreduce-scale", allreduce_scale, "scales must be > 0")
+    if accept is not None and accept_rates is not None:
+        raise SpecsimError("accept", accept, "sweep either accept lengths or acceptance profiles, not both")
+    if gpu is not None and not gpu:
+        raise SpecsimError("gpu", gpu, "the list is empty")
+
+    sc = build_scenario(scenario, engine="sglang" if gpu else None) if gpu else build_scenario(scenario)
+    s0 = sc.speculation
+    steps = steps or [s0.steps]
+    topk = topk or [s0.topk]
+    smax = max(steps)
+    heads = (sc.target.attention.num_heads, sc.draft.num_heads)
+    for t in tp or [sc.parallel.tp]:
+        if any(h % t for h in heads):
+            raise SpecsimError("tp", t, f"must divide the attention heads {heads}")
+
+    # acceptance axis: rates (n_acc, smax)
+    ref = accept_at_steps or s0.steps
+    if accept is not None:
+        bad = [a for a in accept if a > ref + 1]
+        if bad:
+            raise SpecsimError("accept", bad[0], f"accept length at {ref} steps must be in [1, {ref + 1}]")
+        shape = sc.acceptance.rates or sc.acceptance.shape_rates or [0.6]
+        rates = acc.extend_rates(acc.scale_profile_to_tau(np.asarray(shape), np.asarray(accept), ref), smax)
+        labels = [f"tau={a:g}@{ref}" for a in accept]
+    elif accept_rates is not None:
+        for prof in accept_rates:
+            if not prof or any(not 0 <= r <= 1 for r in prof):
+                raise SpecsimError("accept-rates", prof, "each rate must be in [0, 1]")
+        rates = np.stack([acc.extend_rates(np.asarray(prof), smax) for prof in accept_rates])
+        labels = [",".join(f"{r:g}" for r in prof) for prof in accept_rates]
+    else:
+        rates = acc.extend_rates(rates_for(sc, smax), smax)[None, :]
+        labels = ["scenario profile"]
+
+    p = scenario_params(sc)
+    gpu_names = [sc.gpu.name]
+    if tp is not None:
+        p["tp"] = _axis(tp, 1)
+    if batch is not None:
+        p["batch"] = _axis(batch, 2)
+    if ctx is not None:
+        p["ctx"] = _axis(ctx, 3)
+    if allreduce_scale is not None:
+        p["allreduce_scale"] = _axis(allreduce_scale, 5)
+    tps = tp or [sc.parallel.tp]
+    if gpu is not None:
+        from .presets import get_gpu
+
+        gpu_names = []
+        cols: dict[str, list] = {k: [] for k in ("hbm_bytes_per_s", "mem_efficiency", "flop_efficiency", "kernel_floor_us",
+                                                "flops_attention", "flops_dense", "flops_shared", "flops_routed",
+                                                "flops_head", "flops_draft", "flops_bf16", "allreduce_bus_bytes_per_s",
+                                                "allreduce_eager_bus_bytes_per_s")}
+        alpha = []
+        dt = sc.target.dtypes
+        for name in gpu:
+            g, ar = get_gpu(name)
+            gpu_names.append(g.name)
+            vals = {"hbm_bytes_per_s": g.hbm_bytes_per_s, "mem_efficiency": g.mem_efficiency,
+                    "flop_efficiency": g.flop_efficiency, "kernel_floor_us": g.kernel_floor_us,
+                    "flops_attention": g.flops_for(dt.attention), "flops_dense": g.flops_for(dt.dense_mlp),
+                    "flops_shared": g.flops_for(dt.shared_experts), "flops_routed": g.flops_for(dt.routed_experts),
+                    "flops_head": g.flops_for(dt.lm_head), "flops_draft": g.flops_for(sc.draft.dtype),
+                    "flops_bf16": g.peak_flops["bf16"], "allreduce_bus_bytes_per_s": ar.bus_bytes_per_s,
+                    "allreduce_eager_bus_bytes_per_s": ar.bus_bytes_per_s}
+            for k, v in vals.items():
+                cols[k].append(v)
+            alpha.append([ar.alpha_at(int(t)) for t in tps])
+        for k, v in cols.items():
+            p[k] = _axis(v, 4)
+        a = np.asarray(alpha).T  # (tp, gpu)
+        shape = [1] * len(AXES)
+        shape[1], shape[4] = a.shape
+        p["allreduce_alpha_graph_us"] = p["allreduce_alpha_eager_us"] = a.reshape(shape)
+    elif tp is not None:
+        ar, are = sc.parallel.allreduce, sc.parallel.allreduce_eager or sc.parallel.allreduce
+        p["allreduce_alpha_graph_us"] = _axis([ar.alpha_at(int(t)) for t in tps], 1)
+        p["allreduce_alpha_eager_us"] = _axis([are.alpha_at(int(t)) for t in tps], 1)
+
+    full = (len(labels), len(tps), len(batch or [1]), len(ctx or [1]), len(gpu_names), len(allreduce_scale or [1]))
+    base = baseline_step_ms(p)["total"]
+    combos = []
+    for s, k in itertools.product(steps, topk):
+        if k == 1:
+            combos.append((s, 1, s + 1))
+            continue
+        pool = k + (s - 1) * k * k
+        for d in (draft_tokens or [min(s * k + 1, pool + 1, 64)]):
+            if d - 1 <= pool:
+                combos.append((s, k, d))
+    if not combos:
+        raise SpecsimError("draft-tokens", draft_tokens, "no (steps, topk, draft_tokens) combination is valid: need draft_tokens-1 <= topk+(steps-1)*topk^2")
+    total = len(combos) * int(np.prod(full))
+    show = progress if progress is not None else total > 2_000_000
+    out: dict[str, list[np.ndarray]] = {c: [] for c in COLUMNS}
+    grids = np.meshgrid(np.arange(full[0]), np.asarray(tps, float), np.asarray(batch or [sc.workload.batch], float),
+                        np.asarray(ctx or [sc.workload.ctx], float), np.arange(full[4]),
+                        np.asarray(allreduce_scale or [sc.parallel.allreduce_scale], float), indexing="ij")
+    flat_axes = [g.ravel() for g in grids]
+    for i, (s, k, d) in enumerate(combos):
+        if k == 1:
+            tau = 1.0 + np.cumprod(rates[:, :s], axis=1).sum(axis=1)
+        else:
+            tau = acc.tree_accept_length(rates, s, k, d)
+        q = dict(p)
+        q.update(steps=float(s), topk=float(k), num_draft_tokens=float(d))
+        tau_b = _axis(tau, 0)
+        phases = cycle_phases_ms(q, tau_b)
+        cyc = np.broadcast_to(cycle_ms(phases), full)
+        bsz = np.broadcast_to(np.asarray(q["batch"], float), full)
+        tok = bsz * np.broadcast_to(tau_b, full) / cyc * 1e3
+        base_tok = bsz / np.broadcast_to(base, full) * 1e3
+        n = tok.size
+        out["steps"].append(np.full(n, s, dtype=np.int16))
+        out["topk"].append(np.full(n, k, dtype=np.int16))
+        out["draft_tokens"].append(np.full(n, d, dtype=np.int16))
+        out["accept_length"].append(np.broadcast_to(tau_b, full).ravel())
+        out["tp"].append(flat_axes[1])
+        out["batch"].append(flat_axes[2])
+        out["ctx"].append(flat_axes[3])
+        out["gpu"].append(flat_axes[4])
+        out["allreduce_scale"].append(flat_axes[5])
+        out["tok_s"].append(tok.ravel())
+        out["baseline_tok_s"].append(base_tok.ravel())
+        out["speedup"].append((tok / base_tok).ravel())
+        out["cycle_ms"].append(cyc.ravel())
+        out["verify_ms"].append(np.broadcast_to(phases["verify"], full).ravel())
+        if show:
+            done = (i + 1) / len(combos)
+            sys.stderr.write(f"\rsweep [{'#' * int(30 * done):<30}] {i + 1}/{len(combos)} structural configs")
+            sys.stderr.flush()
+    if show:
+        sys.stderr.write("\n")
+    columns = {c: np.concatenate(v) for c, v in out.items()}
+    res = SweepResult(scenario=sc.name, columns=columns, gpu_names=gpu_names, accept_labels=labels)
+    if gpu:
+        res.notes.append("GPU axis uses each GPU preset with its default all-reduce and the sglang engine preset")
+    return res

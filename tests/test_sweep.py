@@ -1,0 +1,85 @@
+"""Sweeps: the seed's optimum, agreement with single predictions, trees vs chains, bad input."""
+
+import json
+
+import numpy as np
+import pytest
+
+import specsim
+from specsim.errors import SpecsimError
+from specsim.sweep import sweep
+
+
+def test_seed_sweep_peaks_at_two_steps():
+    r = sweep(steps=range(1, 11))
+    assert r.best()["steps"] == 2
+    assert r.best()["tok_s"] == pytest.approx(94.0, rel=0.05)
+
+
+def test_sweep_matches_predict():
+    r = sweep(steps=[1, 3, 5], batch=[1, 4], ctx=[1024, 8192], tp=[4, 8])
+    for i in range(0, r.n, 5):
+        row = r.row(i)
+        p = specsim.predict(steps=row["steps"], batch=row["batch"], ctx=row["ctx"], tp=row["tp"])
+        assert row["tok_s"] == pytest.approx(p.tok_s, rel=1e-3)
+        assert row["verify_ms"] == pytest.approx(p.verify_ms, rel=1e-6)
+
+
+def test_accept_axis_matches_predict_with_accept():
+    r = sweep(steps=[2], accept=[1.5, 2.1, 2.8])
+    got = sorted(r.columns["tok_s"])
+    want = sorted(specsim.predict(steps=2, accept=a).tok_s for a in (1.5, 2.1, 2.8))
+    assert np.allclose(got, want, rtol=1e-3)
+
+
+def test_better_draft_moves_optimum_deeper():
+    weak = sweep(steps=range(1, 11), accept=[2.1], accept_at_steps=2).best()["steps"]
+    strong = sweep(steps=range(1, 11), accept=[3.4], accept_at_steps=3).best()["steps"]
+    assert strong > weak
+
+
+def test_tree_beats_chain_at_same_depth_in_tokens():
+    r = sweep(steps=[3], topk=[1, 4], draft_tokens=[8])
+    tau = {int(k): t for k, t in zip(r.columns["topk"], r.columns["accept_length"])}
+    assert tau[4] > tau[1]
+
+
+def test_gpu_and_allreduce_axes():
+    r = sweep(gpu=["h100", "b200"], allreduce_scale=[0.5, 2.0])
+    assert r.n == 4
+    rows = [r.row(i) for i in range(r.n)]
+    b200 = [x for x in rows if "B200" in x["gpu"]]
+    h100 = [x for x in rows if "H100" in x["gpu"]]
+    assert min(x["tok_s"] for x in b200) > max(x["tok_s"] for x in h100) * 0.9
+    for g in (b200, h100):
+        lo = next(x for x in g if x["allreduce_scale"] == 0.5)
+        hi = next(x for x in g if x["allreduce_scale"] == 2.0)
+        assert lo["tok_s"] > hi["tok_s"]
+
+
+@pytest.mark.parametrize(
+    "kw",
+    [dict(steps=[]), dict(steps=[0]), dict(steps=[100]), dict(accept=[5.0]), dict(tp=[3]), dict(allreduce_scale=[-1.0]),
+     dict(batch=[0])],
+)
+def test_bad_sweeps(kw):
+    with pytest.raises(SpecsimError):
+        sweep(**kw)
+
+
+def test_cli_sweep_json_csv(run_cli, tmp_path):
+    code, out, _ = run_cli("sweep", "--steps", "1-10", "--json")
+    d = json.loads(out)
+    assert code == 0 and d["best"]["steps"] == 2 and d["points"] == 10
+    f = tmp_path / "s.csv"
+    code, _, _ = run_cli("sweep", "--steps", "1-4", "--batch", "1,8", "--csv", str(f))
+    lines = f.read_text().splitlines()
+    assert code == 0 and len(lines) == 9 and lines[0].startswith("steps,topk")
+    code, out, _ = run_cli("sweep", "--steps", "1-3", "--format", "markdown")
+    assert code == 0 and "**Best of 3" in out
+
+
+@pytest.mark.parametrize("args", [["--steps", "5-1"], ["--steps", "1-99"], ["--accept", "3:1:0.5"], ["--accept-rates", "0.5,2"]])
+def test_cli_sweep_bad_input(run_cli, args):
+    code, _, err = run_cli("sweep", *args)
+    assert code == 2 and err.startswith("error:") and "Traceback" not in err

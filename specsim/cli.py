@@ -6,7 +6,6 @@ import json
 import sys
 from enum import Enum
 from pathlib import Path
-from typing import Optional
 
 import typer
 
@@ -32,7 +31,7 @@ def _fail(msg: str) -> None:
     raise typer.Exit(2)
 
 
-def _floats(text: Optional[str], field: str) -> Optional[list[float]]:
+def _floats(text: str | None, field: str) -> list[float] | None:
     if text is None:
         return None
     try:
@@ -80,18 +79,18 @@ CtxOpt = typer.Option(None, "--ctx", help="context length in tokens")
 
 @app.command()
 def predict(
-    scenario: Optional[str] = ScenarioOpt,
-    model: Optional[str] = ModelOpt,
-    gpu: Optional[str] = GpuOpt,
-    tp: Optional[int] = TpOpt,
-    steps: Optional[int] = typer.Option(None, "--steps", help="draft steps (tree depth)"),
-    topk: Optional[int] = typer.Option(None, "--topk", help="branching per draft step (1 = chain)"),
-    draft_tokens: Optional[int] = typer.Option(None, "--draft-tokens", help="verify width; topk=1 forces steps+1"),
-    accept: Optional[float] = typer.Option(None, "--accept", help="accept length tau at these steps (bonus included)"),
-    accept_rates: Optional[str] = typer.Option(None, "--accept-rates", help="conditional acceptance per position, e.g. 0.8,0.6"),
-    batch: Optional[int] = BatchOpt,
-    ctx: Optional[int] = CtxOpt,
-    engine: Optional[str] = typer.Option(None, "--engine", help="engine preset (sglang, sglang-v2, vllm)"),
+    scenario: str | None = ScenarioOpt,
+    model: str | None = ModelOpt,
+    gpu: str | None = GpuOpt,
+    tp: int | None = TpOpt,
+    steps: int | None = typer.Option(None, "--steps", help="draft steps (tree depth)"),
+    topk: int | None = typer.Option(None, "--topk", help="branching per draft step (1 = chain)"),
+    draft_tokens: int | None = typer.Option(None, "--draft-tokens", help="verify width; topk=1 forces steps+1"),
+    accept: float | None = typer.Option(None, "--accept", help="accept length tau at these steps (bonus included)"),
+    accept_rates: str | None = typer.Option(None, "--accept-rates", help="conditional acceptance per position, e.g. 0.8,0.6"),
+    batch: int | None = BatchOpt,
+    ctx: int | None = CtxOpt,
+    engine: str | None = typer.Option(None, "--engine", help="engine preset (sglang, sglang-v2, vllm)"),
     as_json: bool = typer.Option(False, "--json", help="one JSON object"),
     fmt: Fmt = typer.Option(Fmt.text, "--format", help="text, markdown (md) or json"),
 ) -> None:
@@ -114,12 +113,12 @@ def predict(
 @app.command()
 def verify(
     tokens: str = typer.Option("1,2,3,4,6,8,16,32,64", "--tokens", help="verify widths, e.g. 1,3,6,16 or 1-8"),
-    scenario: Optional[str] = ScenarioOpt,
-    model: Optional[str] = ModelOpt,
-    gpu: Optional[str] = GpuOpt,
-    tp: Optional[int] = TpOpt,
-    batch: Optional[int] = BatchOpt,
-    ctx: Optional[int] = CtxOpt,
+    scenario: str | None = ScenarioOpt,
+    model: str | None = ModelOpt,
+    gpu: str | None = GpuOpt,
+    tp: int | None = TpOpt,
+    batch: int | None = BatchOpt,
+    ctx: int | None = CtxOpt,
     as_json: bool = typer.Option(False, "--json"),
     fmt: Fmt = typer.Option(Fmt.text, "--format"),
 ) -> None:
@@ -159,15 +158,15 @@ def _scenario_for(scenario, model, gpu, tp, steps, topk, accept, batch, ctx):
 
 @scenario_app.command("show")
 def scenario_show(
-    scenario: Optional[str] = typer.Argument(None, help="built-in name or file (default: kimi-k2.5-seed)"),
-    model: Optional[str] = ModelOpt,
-    gpu: Optional[str] = GpuOpt,
-    tp: Optional[int] = TpOpt,
-    steps: Optional[int] = typer.Option(None, "--steps"),
-    topk: Optional[int] = typer.Option(None, "--topk"),
-    accept: Optional[float] = typer.Option(None, "--accept"),
-    batch: Optional[int] = BatchOpt,
-    ctx: Optional[int] = CtxOpt,
+    scenario: str | None = typer.Argument(None, help="built-in name or file (default: kimi-k2.5-seed)"),
+    model: str | None = ModelOpt,
+    gpu: str | None = GpuOpt,
+    tp: int | None = TpOpt,
+    steps: int | None = typer.Option(None, "--steps"),
+    topk: int | None = typer.Option(None, "--topk"),
+    accept: float | None = typer.Option(None, "--accept"),
+    batch: int | None = BatchOpt,
+    ctx: int | None = CtxOpt,
 ) -> None:
     """Readable summary of a scenario's inputs and their sources."""
     from .render import table_text
@@ -207,16 +206,16 @@ def scenario_show(
 
 @scenario_app.command("dump")
 def scenario_dump(
-    scenario: Optional[str] = typer.Argument(None, help="built-in name or file (default: kimi-k2.5-seed)"),
-    model: Optional[str] = ModelOpt,
-    gpu: Optional[str] = GpuOpt,
-    tp: Optional[int] = TpOpt,
-    steps: Optional[int] = typer.Option(None, "--steps"),
-    topk: Optional[int] = typer.Option(None, "--topk"),
-    accept: Optional[float] = typer.Option(None, "--accept"),
-    batch: Optional[int] = BatchOpt,
-    ctx: Optional[int] = CtxOpt,
-    out: Optional[Path] = typer.Option(None, "--out", "-o", help="write to this file (atomically) instead of stdout"),
+    scenario: str | None = typer.Argument(None, help="built-in name or file (default: kimi-k2.5-seed)"),
+    model: str | None = ModelOpt,
+    gpu: str | None = GpuOpt,
+    tp: int | None = TpOpt,
+    steps: int | None = typer.Option(None, "--steps"),
+    topk: int | None = typer.Option(None, "--topk"),
+    accept: float | None = typer.Option(None, "--accept"),
+    batch: int | None = BatchOpt,
+    ctx: int | None = CtxOpt,
+    out: Path | None = typer.Option(None, "--out", "-o", help="write to this file (atomically) instead of stdout"),
 ) -> None:
     """The full scenario as JSON (editable, and accepted back by --scenario FILE)."""
     from .io import write_atomic
@@ -236,19 +235,19 @@ def calibrate(
     gpu: str = typer.Option(..., "--gpu", help="GPU preset"),
     tp: int = typer.Option(..., "--tp", help="tensor-parallel size"),
     point: list[str] = typer.Option([], "--point", help="measured verify K=MS (K tokens per request, MS ms); repeat"),
-    dtype: Optional[str] = typer.Option(None, "--dtype", help="weight dtype: bf16, fp8 or int4 (int4: routed experts of MoE)"),
-    ctx: Optional[int] = CtxOpt,
-    batch: Optional[int] = BatchOpt,
-    moe_kernel: Optional[str] = typer.Option(None, "--moe-kernel", help="fused or per-token"),
-    graph: Optional[bool] = typer.Option(None, "--graph/--eager", help="verify replays a CUDA graph, or runs eagerly"),
+    dtype: str | None = typer.Option(None, "--dtype", help="weight dtype: bf16, fp8 or int4 (int4: routed experts of MoE)"),
+    ctx: int | None = CtxOpt,
+    batch: int | None = BatchOpt,
+    moe_kernel: str | None = typer.Option(None, "--moe-kernel", help="fused or per-token"),
+    graph: bool | None = typer.Option(None, "--graph/--eager", help="verify replays a CUDA graph, or runs eagerly"),
     engine: str = typer.Option("sglang", "--engine", help="engine preset"),
-    baseline_tok_s: Optional[float] = typer.Option(None, "--baseline-tok-s", help="measured plain-decode tok/s"),
+    baseline_tok_s: float | None = typer.Option(None, "--baseline-tok-s", help="measured plain-decode tok/s"),
     from_log: list[Path] = typer.Option([], "--from-log", help="SGLang/vLLM log or bench JSONL; repeat"),
     out: Path = typer.Option(..., "--out", "-o", help="scenario JSON to write"),
     as_json: bool = typer.Option(False, "--json", help="print the fit as JSON"),
 ) -> None:
     """Fit the cost model to measured verify timings; write a scenario with uncertainty."""
-    from .calibrate import Point, base_scenario, fit, parse_point
+    from .calibrate import base_scenario, fit, parse_point
     from .io import write_atomic
     from .render import table_text
 
@@ -304,7 +303,7 @@ def calibrate(
 def validate(
     dataset: str = typer.Argument(..., help="dataset JSON (or built-in name, e.g. kimi-k2.5-seed)"),
     fit_tokens: str = typer.Option("3,6", "--fit", help="token counts to calibrate on"),
-    max_mape: Optional[float] = typer.Option(None, "--max-mape", help="exit 1 if the MAPE (%) exceeds this"),
+    max_mape: float | None = typer.Option(None, "--max-mape", help="exit 1 if the MAPE (%) exceeds this"),
     as_json: bool = typer.Option(False, "--json"),
 ) -> None:
     """Calibrate on a subset of measured points and score the prediction of all of them."""
@@ -350,7 +349,7 @@ def ingest(
                f"{res.lines_ignored} unrelated")
 
 
-def _float_list(text: Optional[str], field: str) -> Optional[list[float]]:
+def _float_list(text: str | None, field: str) -> list[float] | None:
     """Comma list of floats and inclusive ranges START:STOP:STEP (e.g. 1.5:3.5:0.25)."""
     if text is None:
         return None
@@ -378,21 +377,21 @@ def _float_list(text: Optional[str], field: str) -> Optional[list[float]]:
 
 @app.command()
 def sweep(
-    scenario: Optional[str] = ScenarioOpt,
-    steps: Optional[str] = typer.Option(None, "--steps", help="e.g. 1-10 or 1,2,4"),
-    topk: Optional[str] = typer.Option(None, "--topk", help="e.g. 1,2,4"),
-    draft_tokens: Optional[str] = typer.Option(None, "--draft-tokens", help="verify widths for topk > 1"),
-    accept: Optional[str] = typer.Option(None, "--accept", help="accept lengths at --accept-at-steps, e.g. 1.5:3.5:0.5"),
-    accept_at_steps: Optional[int] = typer.Option(None, "--accept-at-steps", help="steps the --accept values refer to"),
-    accept_rates: Optional[str] = typer.Option(None, "--accept-rates", help="profiles separated by ';', e.g. '0.8,0.6;0.7,0.5'"),
-    tp: Optional[str] = typer.Option(None, "--tp", help="e.g. 4,8"),
-    batch: Optional[str] = typer.Option(None, "--batch", help="e.g. 1,8,32 or 1-64"),
-    ctx: Optional[str] = typer.Option(None, "--ctx", help="context lengths"),
-    gpu: Optional[str] = typer.Option(None, "--gpu", help="GPU presets, e.g. h100,h200,b200"),
-    allreduce_scale: Optional[str] = typer.Option(None, "--allreduce-scale", help="all-reduce latency multipliers"),
+    scenario: str | None = ScenarioOpt,
+    steps: str | None = typer.Option(None, "--steps", help="e.g. 1-10 or 1,2,4"),
+    topk: str | None = typer.Option(None, "--topk", help="e.g. 1,2,4"),
+    draft_tokens: str | None = typer.Option(None, "--draft-tokens", help="verify widths for topk > 1"),
+    accept: str | None = typer.Option(None, "--accept", help="accept lengths at --accept-at-steps, e.g. 1.5:3.5:0.5"),
+    accept_at_steps: int | None = typer.Option(None, "--accept-at-steps", help="steps the --accept values refer to"),
+    accept_rates: str | None = typer.Option(None, "--accept-rates", help="profiles separated by ';', e.g. '0.8,0.6;0.7,0.5'"),
+    tp: str | None = typer.Option(None, "--tp", help="e.g. 4,8"),
+    batch: str | None = typer.Option(None, "--batch", help="e.g. 1,8,32 or 1-64"),
+    ctx: str | None = typer.Option(None, "--ctx", help="context lengths"),
+    gpu: str | None = typer.Option(None, "--gpu", help="GPU presets, e.g. h100,h200,b200"),
+    allreduce_scale: str | None = typer.Option(None, "--allreduce-scale", help="all-reduce latency multipliers"),
     top: int = typer.Option(15, "--top", help="rows in the ranked table"),
     as_json: bool = typer.Option(False, "--json"),
-    csv: Optional[Path] = typer.Option(None, "--csv", help="write every configuration as CSV ('-' for stdout)"),
+    csv: Path | None = typer.Option(None, "--csv", help="write every configuration as CSV ('-' for stdout)"),
     fmt: Fmt = typer.Option(Fmt.text, "--format"),
 ) -> None:
     """Sweep configurations (vectorised); print the best and a ranked table."""
@@ -435,7 +434,7 @@ def sweep(
         typer.echo(repr(res))
 
 
-def main(argv: Optional[list[str]] = None) -> None:
+def main(argv: list[str] | None = None) -> None:
     """Console entry point: SpecsimError and click usage errors exit 2 with one line, no traceback."""
     from .errors import SpecsimError, one_line
 

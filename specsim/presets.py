@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from functools import lru_cache
+from functools import cache
 from importlib import resources
 from pathlib import Path
 
@@ -15,7 +15,7 @@ from .scenario import GPU, AllReduce, DraftModel, Engine, Scenario, TargetModel
 DEFAULT_SCENARIO = "kimi-k2.5-seed"
 
 
-@lru_cache(maxsize=None)
+@cache
 def _json(package: str, name: str) -> dict:
     return json.loads(resources.files(package).joinpath(name).read_text(encoding="utf-8"))
 

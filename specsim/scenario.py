@@ -106,7 +106,7 @@ class MoE(_Model):
     shared_intermediate: int | None = None
 
     @model_validator(mode="after")
-    def _k_le_e(self) -> "MoE":
+    def _k_le_e(self) -> MoE:
         if self.experts_per_token > self.num_experts:
             raise ValueError("experts_per_token must be <= num_experts")
         return self
@@ -138,7 +138,7 @@ class TargetModel(_Model):
     sources: dict[str, str] = Field(default_factory=dict)
 
     @model_validator(mode="after")
-    def _layers(self) -> "TargetModel":
+    def _layers(self) -> TargetModel:
         if self.num_dense_layers > self.num_layers:
             raise ValueError("num_dense_layers must be <= num_layers")
         return self
@@ -209,7 +209,7 @@ class Speculation(_Model):
     num_draft_tokens: int | None = Field(None, ge=1, description="verify width; topk=1 forces steps+1")
 
     @model_validator(mode="after")
-    def _sglang_rule(self) -> "Speculation":
+    def _sglang_rule(self) -> Speculation:
         if self.topk == 1:
             # SGLang: "speculative_num_draft_tokens is adjusted to speculative_num_steps + 1 when topk == 1"
             object.__setattr__(self, "num_draft_tokens", self.steps + 1)
@@ -234,7 +234,7 @@ class Acceptance(_Model):
     source: str = ""
 
     @model_validator(mode="after")
-    def _one(self) -> "Acceptance":
+    def _one(self) -> Acceptance:
         given = [x is not None for x in (self.accept_length, self.rates, self.pmf)]
         if sum(given) != 1:
             raise ValueError("give exactly one of accept_length, rates, pmf")
@@ -272,7 +272,7 @@ class Scenario(_Model):
     calibration: dict[str, object] | None = Field(None, description="fitted parameters, covariance, points")
 
     @model_validator(mode="after")
-    def _consistent(self) -> "Scenario":
+    def _consistent(self) -> Scenario:
         tp = self.parallel.tp
         att = self.target.attention
         if att.num_heads % tp:

@@ -17,6 +17,8 @@ app = typer.Typer(
 )
 scenario_app = typer.Typer(no_args_is_help=True, help="Show or dump scenarios as JSON.")
 app.add_typer(scenario_app, name="scenario")
+whatif_app = typer.Typer(no_args_is_help=True, help="Before/after what-if analysis of one lever (modeled).")
+app.add_typer(whatif_app, name="whatif")
 
 
 class Fmt(str, Enum):
@@ -432,6 +434,164 @@ def sweep(
         typer.echo(table_markdown(list(COLUMNS), [[r[c] for c in COLUMNS] for r in res.ranked(top)]))
     else:
         typer.echo(repr(res))
+
+
+def _show_whatif(res, as_json: bool, fmt: Fmt) -> None:
+    if as_json or fmt == Fmt.json:
+        _emit(res.to_dict())
+    elif fmt in (Fmt.markdown, Fmt.md):
+        typer.echo(res.markdown())
+    else:
+        typer.echo(repr(res))
+
+
+JsonOpt = typer.Option(False, "--json")
+FmtOpt = typer.Option(Fmt.text, "--format")
+
+
+@whatif_app.command("training")
+def whatif_training_cmd(
+    scenario: str | None = ScenarioOpt,
+    target_samples: float = typer.Option(1.4e6, "--target-samples", help="draft training samples to evaluate"),
+    current_samples: float | None = typer.Option(None, "--current-samples", help="samples of today's draft (default 37K)"),
+    data: list[str] = typer.Option([], "--data", help="extra point SAMPLES=TAU[@STEPS], e.g. 100K=2.6; repeat"),
+    gpu_hours_per_100k: float | None = typer.Option(None, "--gpu-hours-per-100k", help="data generation + training cost"),
+    fleet_tokens_per_day: float = typer.Option(1e9, "--fleet-tokens-per-day", help="tokens served per day"),
+    gpus_per_replica: int | None = typer.Option(None, "--gpus-per-replica", help="default: the scenario's TP"),
+    max_steps: int = typer.Option(10, "--max-steps"),
+    as_json: bool = JsonOpt,
+    fmt: Fmt = FmtOpt,
+) -> None:
+    """Accept length vs draft training samples (fitted, with band), tok/s and payback."""
+    from .training import whatif_training
+
+    res = whatif_training(
+        scenario, target_samples=target_samples, current_samples=current_samples, data=data or None, max_steps=max_steps,
+        gpu_hours_per_100k_samples=gpu_hours_per_100k, fleet_tokens_per_day=fleet_tokens_per_day,
+        gpus_per_replica=gpus_per_replica,
+    )
+    if as_json or fmt == Fmt.json:
+        _emit(res.to_dict())
+    elif fmt in (Fmt.markdown, Fmt.md) and hasattr(res, "markdown"):
+        typer.echo(res.markdown())
+    else:
+        typer.echo(repr(res))
+
+
+@whatif_app.command("allreduce")
+def whatif_allreduce_cmd(
+    scenario: str | None = ScenarioOpt,
+    scale: float | None = typer.Option(None, "--scale", help="multiply all-reduce latency"),
+    impl: str | None = typer.Option(None, "--impl", help="all-reduce preset (nccl-nvlink4, sglang-custom-nvlink4, nvls, ...)"),
+    alpha_us: float | None = typer.Option(None, "--alpha-us", help="set all-reduce latency (us) at the scenario's TP"),
+    seed_tuning: bool = typer.Option(False, "--seed-nccl-tuning", help="the founding case: untuned -> tuned NCCL"),
+    steps: int | None = typer.Option(None, "--steps"),
+    as_json: bool = JsonOpt,
+    fmt: Fmt = FmtOpt,
+) -> None:
+    """All-reduce latency or implementation (e.g. the seed's NCCL tuning)."""
+    from .whatif import seed_nccl_tuning, whatif_allreduce
+
+    res = seed_nccl_tuning() if seed_tuning else whatif_allreduce(scenario, scale=scale, impl=impl, alpha_us=alpha_us, steps=steps)
+    _show_whatif(res, as_json, fmt)
+
+
+@whatif_app.command("gpu")
+def whatif_gpu_cmd(
+    to: str = typer.Option(..., "--to", help="GPU preset to move to"),
+    scenario: str | None = ScenarioOpt,
+    steps: int | None = typer.Option(None, "--steps"),
+    as_json: bool = JsonOpt,
+    fmt: Fmt = FmtOpt,
+) -> None:
+    """Swap the GPU (preset numbers, its default all-reduce and the sglang engine preset)."""
+    from .whatif import whatif_gpu
+
+    _show_whatif(whatif_gpu(scenario, to=to, steps=steps), as_json, fmt)
+
+
+@whatif_app.command("tp")
+def whatif_tp_cmd(
+    to: int = typer.Option(..., "--to", help="TP size to move to"),
+    scenario: str | None = ScenarioOpt,
+    steps: int | None = typer.Option(None, "--steps"),
+    as_json: bool = JsonOpt,
+    fmt: Fmt = FmtOpt,
+) -> None:
+    """Change the tensor-parallel size."""
+    from .whatif import whatif_tp
+
+    _show_whatif(whatif_tp(scenario, to=to, steps=steps), as_json, fmt)
+
+
+@whatif_app.command("quant")
+def whatif_quant_cmd(
+    dtype: str = typer.Option(..., "--dtype", help="bf16, fp8, int8, int4 or fp4"),
+    target: str = typer.Option("routed_experts", "--target", help="routed_experts, shared_experts, attention, dense_mlp, all"),
+    scenario: str | None = ScenarioOpt,
+    steps: int | None = typer.Option(None, "--steps"),
+    as_json: bool = JsonOpt,
+    fmt: Fmt = FmtOpt,
+) -> None:
+    """Quantise the experts (or other weights)."""
+    from .whatif import whatif_quant
+
+    _show_whatif(whatif_quant(scenario, dtype=dtype, target=target, steps=steps), as_json, fmt)
+
+
+@whatif_app.command("graph")
+def whatif_graph_cmd(
+    phase: str = typer.Option(..., "--phase", help="decode, verify, draft or draft_extend"),
+    on: bool = typer.Option(True, "--on/--off", help="capture the phase in a CUDA graph, or run it eagerly"),
+    scenario: str | None = ScenarioOpt,
+    steps: int | None = typer.Option(None, "--steps"),
+    as_json: bool = JsonOpt,
+    fmt: Fmt = FmtOpt,
+) -> None:
+    """Turn CUDA-graph capture of one phase on or off."""
+    from .whatif import whatif_graph
+
+    _show_whatif(whatif_graph(scenario, phase=phase, on=on, steps=steps), as_json, fmt)
+
+
+@whatif_app.command("overlap")
+def whatif_overlap_cmd(
+    on: bool = typer.Option(True, "--on/--off", help="overlap scheduler for speculative cycles"),
+    scenario: str | None = ScenarioOpt,
+    steps: int | None = typer.Option(None, "--steps"),
+    as_json: bool = JsonOpt,
+    fmt: Fmt = FmtOpt,
+) -> None:
+    """Overlap scheduler on or off (SGLang spec v2 vs v1)."""
+    from .whatif import whatif_overlap
+
+    _show_whatif(whatif_overlap(scenario, on=on, steps=steps), as_json, fmt)
+
+
+class ExplainFmt(str, Enum):
+    markdown = "markdown"
+    md = "md"
+    latex = "latex"
+    text = "text"
+    json = "json"
+
+
+@app.command()
+def explain(
+    scenario: str | None = ScenarioOpt,
+    steps: int | None = typer.Option(None, "--steps"),
+    accept: float | None = typer.Option(None, "--accept"),
+    batch: int | None = BatchOpt,
+    fmt: ExplainFmt = typer.Option(ExplainFmt.markdown, "--format", help="markdown, latex, text or json"),
+) -> None:
+    """Closed forms (sympy): break-even accept length, optimal steps, elasticities, with numbers."""
+    from .symbolic import closed_forms, explain as _explain
+
+    kw = {k: v for k, v in dict(steps=steps, accept=accept, batch=batch).items() if v is not None}
+    if fmt == ExplainFmt.json:
+        _emit(closed_forms(scenario, **kw).to_dict())
+        return
+    typer.echo(_explain(scenario, fmt="markdown" if fmt == ExplainFmt.md else fmt.value, **kw))
 
 
 def main(argv: list[str] | None = None) -> None:

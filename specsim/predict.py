@@ -167,6 +167,7 @@ class Prediction:
     verify_breakdown_ms: dict[str, float]
     acceptance_rates: list[float]
     measured: dict[str, object] = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)
 
     @property
     def phases_pct(self) -> dict[str, float]:
@@ -198,6 +199,7 @@ class Prediction:
             "phases_pct": self.phases_pct,
             "verify_breakdown_ms": self.verify_breakdown_ms,
             "measured": self.measured,
+            "warnings": self.warnings,
         }
 
     def __repr__(self) -> str:
@@ -230,6 +232,15 @@ def evaluate(sc: Scenario) -> Prediction:
     tok_s = batch * tau / cyc * 1e3
     base_tok_s = batch / float(base["total"]) * 1e3
     std = float(acc.accept_length_std(rates, s.steps)) if s.topk == 1 else float("nan")
+    from .cost import weight_bytes_per_rank
+
+    warnings = []
+    need = weight_bytes_per_rank(p)
+    if need > 0.92 * sc.gpu.memory_bytes:
+        warnings.append(
+            f"target weights need {need / 1e9:.0f} GB per rank at TP{sc.parallel.tp}, more than the "
+            f"{sc.gpu.memory_bytes / 1e9:.0f} GB of a {sc.gpu.name} leaves room for (KV cache, graphs)"
+        )
     measured = {}
     if sc.provenance.get("measured"):
         measured = dict(sc.provenance["measured"])  # type: ignore[arg-type]
@@ -240,7 +251,7 @@ def evaluate(sc: Scenario) -> Prediction:
         verify_ms=float(vb["total"]), baseline_step_ms=float(base["total"]),
         phases_ms={k: float(phases[k]) for k in PHASES},
         verify_breakdown_ms={k: float(vb[k]) for k in COMPONENTS},
-        acceptance_rates=[float(x) for x in rates[: s.steps]], measured=measured,
+        acceptance_rates=[float(x) for x in rates[: s.steps]], measured=measured, warnings=warnings,
     )
 
 

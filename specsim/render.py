@@ -77,7 +77,8 @@ def _prediction_tables(p) -> list[tuple[str, list[str], list[list[object]]]]:
 
 
 def prediction_text(p) -> str:
-    return "\n\n".join(table_text(h, r, t) for t, h, r in _prediction_tables(p))
+    out = "\n\n".join(table_text(h, r, t) for t, h, r in _prediction_tables(p))
+    return out + "".join(f"\nwarning: {w}" for w in getattr(p, "warnings", []))
 
 
 def prediction_markdown(p) -> str:

@@ -1,0 +1,182 @@
+"""What-if analysis for the engineering levers: before/after side by side, with deltas.
+
+Levers: all-reduce latency (scale, implementation or alpha), GPU swap, TP size, quantisation of
+the routed experts (or attention), CUDA-graph capture per phase, overlap scheduler. Each
+comparison reports the scenario's step count and the best step count before and after.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .errors import SpecsimError
+from .predict import Prediction, build_scenario, evaluate
+from .presets import get_allreduce, scenario_from_dict
+from .scenario import Scenario
+
+PHASE_FIELDS = {"decode": "graph_decode", "verify": "graph_verify", "draft": "graph_draft", "draft_extend": "graph_draft_extend"}
+QUANT_TARGETS = ("routed_experts", "shared_experts", "attention", "dense_mlp", "all")
+
+
+@dataclass
+class WhatIf:
+    """Modeled before/after of one lever."""
+
+    lever: str
+    change: str
+    before: Prediction
+    after: Prediction
+    best_steps_before: int
+    best_steps_after: int
+    best_tok_s_before: float
+    best_tok_s_after: float
+
+    def rows(self) -> list[list[object]]:
+        b, a = self.before, self.after
+        items = [
+            ("tok/s", b.tok_s, a.tok_s), ("baseline tok/s", b.baseline_tok_s, a.baseline_tok_s),
+            ("speedup", b.speedup, a.speedup), ("cycle ms", b.cycle_ms, a.cycle_ms), ("verify ms", b.verify_ms, a.verify_ms),
+            ("baseline step ms", b.baseline_step_ms, a.baseline_step_ms),
+        ]
+        items += [(f"phase {k} ms", b.phases_ms[k], a.phases_ms[k]) for k in b.phases_ms]
+        items += [(f"verify {k} ms", b.verify_breakdown_ms[k], a.verify_breakdown_ms[k]) for k in b.verify_breakdown_ms]
+        items += [("best steps (1-10)", float(self.best_steps_before), float(self.best_steps_after)),
+                  ("tok/s at best steps", self.best_tok_s_before, self.best_tok_s_after)]
+        out = []
+        for name, x, y in items:
+            pct = 100.0 * (y / x - 1) if x else float("nan")
+            out.append([name, x, y, y - x, pct])
+        return out
+
+    def to_dict(self) -> dict:
+        return {
+            "kind": "modeled", "lever": self.lever, "change": self.change,
+            "before": self.before.to_dict(), "after": self.after.to_dict(),
+            "best_steps_before": self.best_steps_before, "best_steps_after": self.best_steps_after,
+            "best_tok_s_before": self.best_tok_s_before, "best_tok_s_after": self.best_tok_s_after,
+            "delta": {r[0]: {"before": r[1], "after": r[2], "delta": r[3], "delta_pct": r[4]} for r in self.rows()},
+        }
+
+    def markdown(self) -> str:
+        from .render import table_markdown
+
+        return f"**What if: {self.change}** (modeled)\n\n" + table_markdown(["metric", "before", "after", "delta", "delta %"], self.rows())
+
+    def __repr__(self) -> str:
+        from .render import table_text
+
+        return table_text(["metric", "before", "after", "delta", "delta %"], self.rows(), f"what if: {self.change} (modeled)")
+
+    def _repr_html_(self) -> str:
+        from .render import table_html
+
+        return table_html(["metric", "before", "after", "delta", "delta %"], self.rows(), f"what if: {self.change} (modeled)")
+
+
+def _best_steps(sc: Scenario, max_steps: int = 10) -> tuple[int, float]:
+    from .sweep import sweep
+
+    r = sweep(sc, steps=list(range(1, max_steps + 1)), progress=False)
+    b = r.best()
+    return int(b["steps"]), float(b["tok_s"])
+
+
+def compare(before: Scenario, after: Scenario, lever: str, change: str) -> WhatIf:
+    bs, bt = _best_steps(before)
+    as_, at = _best_steps(after)
+    return WhatIf(lever, change, evaluate(before), evaluate(after), bs, as_, bt, at)
+
+
+def _edit(sc: Scenario, fn) -> Scenario:
+    data = sc.model_dump()
+    fn(data)
+    return scenario_from_dict(data, "scenario")
+
+
+def whatif_allreduce(scenario=None, *, scale: float | None = None, impl: str | None = None,
+                     alpha_us: float | None = None, **overrides) -> WhatIf:
+    """All-reduce latency lever: a scale on alpha, another implementation, or a given alpha (µs)."""
+    given = [x is not None for x in (scale, impl, alpha_us)]
+    if sum(given) != 1:
+        raise SpecsimError("allreduce", None, "give exactly one of --scale, --impl, --alpha-us")
+    before = build_scenario(scenario, **overrides)
+    tp = before.parallel.tp
+    if scale is not None:
+        if not scale > 0:
+            raise SpecsimError("scale", scale, "must be > 0")
+        after = _edit(before, lambda d: d["parallel"].update(allreduce_scale=d["parallel"]["allreduce_scale"] * scale))
+        change = f"all-reduce latency x{scale:g}"
+    elif impl is not None:
+        ar = get_allreduce(impl).model_dump()
+        after = _edit(before, lambda d: d["parallel"].update(allreduce=ar, allreduce_eager=None))
+        change = f"all-reduce implementation -> {ar['name']}"
+    else:
+        if not alpha_us >= 0:
+            raise SpecsimError("alpha-us", alpha_us, "must be >= 0")
+
+        def set_alpha(d):
+            for key in ("allreduce", "allreduce_eager"):
+                if d["parallel"].get(key):
+                    d["parallel"][key]["alpha_us"] = {**d["parallel"][key]["alpha_us"], tp: alpha_us}
+        after = _edit(before, set_alpha)
+        change = f"all-reduce alpha -> {alpha_us:g} us at TP{tp}"
+    return compare(before, after, "allreduce", change)
+
+
+def whatif_gpu(scenario=None, *, to: str, **overrides) -> WhatIf:
+    """Swap the accelerator only: same engine behaviour and collective paths, the new GPU's
+    bandwidth, FLOP/s, efficiencies and its default graph all-reduce."""
+    from .presets import get_gpu
+
+    before = build_scenario(scenario, **overrides)
+    g, ar = get_gpu(to)
+
+    def swap(d):
+        d["gpu"] = g.model_dump()
+        d["parallel"]["allreduce"] = ar.model_dump()
+    after = _edit(before, swap)
+    return compare(before, after, "gpu", f"GPU {before.gpu.name} -> {after.gpu.name}")
+
+
+def whatif_tp(scenario=None, *, to: int, **overrides) -> WhatIf:
+    before = build_scenario(scenario, **overrides)
+    after = build_scenario(before, tp=to)
+    return compare(before, after, "tp", f"TP {before.parallel.tp} -> {to}")
+
+
+def whatif_quant(scenario=None, *, dtype: str, target: str = "routed_experts", **overrides) -> WhatIf:
+    from .scenario import DTYPE_BYTES
+
+    if dtype not in DTYPE_BYTES:
+        raise SpecsimError("dtype", dtype, f"choose one of: {', '.join(DTYPE_BYTES)}")
+    if target not in QUANT_TARGETS:
+        raise SpecsimError("target", target, f"choose one of: {', '.join(QUANT_TARGETS)}")
+    before = build_scenario(scenario, **overrides)
+    keys = ["routed_experts", "shared_experts", "attention", "dense_mlp"] if target == "all" else [target]
+    after = _edit(before, lambda d: d["target"]["dtypes"].update({k: dtype for k in keys}))
+    return compare(before, after, "quant", f"{target} weights -> {dtype}")
+
+
+def whatif_graph(scenario=None, *, phase: str, on: bool, **overrides) -> WhatIf:
+    if phase not in PHASE_FIELDS:
+        raise SpecsimError("phase", phase, f"choose one of: {', '.join(PHASE_FIELDS)}")
+    before = build_scenario(scenario, **overrides)
+    after = _edit(before, lambda d: d["engine"].update({PHASE_FIELDS[phase]: on}))
+    return compare(before, after, "graph", f"CUDA graph for {phase} {'on' if on else 'off'}")
+
+
+def whatif_overlap(scenario=None, *, on: bool, **overrides) -> WhatIf:
+    before = build_scenario(scenario, **overrides)
+    after = _edit(before, lambda d: d["engine"].update(overlap_scheduler=on))
+    return compare(before, after, "overlap", f"overlap scheduler (spec cycles) {'on' if on else 'off'}")
+
+
+def seed_nccl_tuning() -> WhatIf:
+    """The founding case's lever: untuned -> tuned NCCL (both built-in scenarios)."""
+    before = build_scenario("kimi-k2.5-seed-untuned")
+    after = build_scenario("kimi-k2.5-seed")
+    return compare(before, after, "allreduce", "seed NCCL tuning (NCCL_PROTO=LL NCCL_ALGO=Ring NCCL_P2P_LEVEL=SYS)")
+
+
+__all__ = ["WhatIf", "compare", "whatif_allreduce", "whatif_gpu", "whatif_tp", "whatif_quant", "whatif_graph",
+           "whatif_overlap", "seed_nccl_tuning"]

@@ -585,7 +585,8 @@ def explain(
     fmt: ExplainFmt = typer.Option(ExplainFmt.markdown, "--format", help="markdown, latex, text or json"),
 ) -> None:
     """Closed forms (sympy): break-even accept length, optimal steps, elasticities, with numbers."""
-    from .symbolic import closed_forms, explain as _explain
+    from .symbolic import closed_forms
+    from .symbolic import explain as _explain
 
     kw = {k: v for k, v in dict(steps=steps, accept=accept, batch=batch).items() if v is not None}
     if fmt == ExplainFmt.json:

@@ -5,7 +5,15 @@ import json
 import pytest
 
 from specsim.errors import SpecsimError
-from specsim.whatif import seed_nccl_tuning, whatif_allreduce, whatif_gpu, whatif_graph, whatif_overlap, whatif_quant, whatif_tp
+from specsim.whatif import (
+    seed_nccl_tuning,
+    whatif_allreduce,
+    whatif_gpu,
+    whatif_graph,
+    whatif_overlap,
+    whatif_quant,
+    whatif_tp,
+)
 
 
 def test_seed_nccl_tuning_reproduces_measured_cut():

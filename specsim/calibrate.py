@@ -363,9 +363,9 @@ def load_dataset(path: str) -> dict:
 
     f = Path(path)
     if not f.exists():
-        from importlib import resources
+        from .presets import data_root
 
-        cand = resources.files("specsim.calibration").joinpath("datasets", f"{path}.json")
+        cand = data_root("calibration").joinpath("datasets", f"{path}.json")
         if not cand.is_file():
             raise SpecsimError("dataset", path, "no such file (built-in datasets: kimi-k2.5-seed)")
         text = cand.read_text(encoding="utf-8")

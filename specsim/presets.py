@@ -21,7 +21,7 @@ def _json(package: str, name: str) -> dict:
 
 
 def _table(kind: str) -> dict:
-    return {k: v for k, v in _json("specsim.models", f"{kind}.json").items() if not k.startswith("_")}
+    return {k: v for k, v in _json("models", f"{kind}.json").items() if not k.startswith("_")}
 
 
 def _resolve(kind: str, name: str, field: str) -> tuple[str, dict]:
@@ -79,7 +79,7 @@ def get_model(name_or_path: str) -> tuple[TargetModel, DraftModel]:
 def builtin_scenarios() -> dict[str, str]:
     """Built-in scenario names -> their one-line description."""
     out = {}
-    for f in sorted(resources.files("specsim.calibration").joinpath("scenarios").iterdir(), key=lambda x: x.name):
+    for f in sorted(data_root("calibration").joinpath("scenarios").iterdir(), key=lambda x: x.name):
         if f.name.endswith(".json"):
             out[f.name[:-5]] = json.loads(f.read_text(encoding="utf-8")).get("description", "")
     return out
@@ -103,7 +103,7 @@ def load_scenario(name_or_file: str | None = None) -> Scenario:
     name = name_or_file or DEFAULT_SCENARIO
     builtins = builtin_scenarios()
     if name in builtins:
-        text = resources.files("specsim.calibration").joinpath("scenarios", f"{name}.json").read_text(encoding="utf-8")
+        text = data_root("calibration").joinpath("scenarios", f"{name}.json").read_text(encoding="utf-8")
         return scenario_from_dict(json.loads(text), f"scenario {name}")
     path = Path(name)
     if not path.exists():

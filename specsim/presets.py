@@ -15,9 +15,21 @@ from .scenario import GPU, AllReduce, DraftModel, Engine, Scenario, TargetModel
 DEFAULT_SCENARIO = "kimi-k2.5-seed"
 
 
+def data_root(kind: str):
+    """The shipped data folder ``models`` or ``calibration``.
+
+    Installed, it is the package ``specsim.<kind>``; when the source tree shadows the installed
+    package (tests run from a checkout) it is the top-level folder beside ``specsim/``.
+    """
+    try:
+        return resources.files(f"specsim.{kind}")
+    except ModuleNotFoundError:
+        return Path(__file__).resolve().parent.parent / kind
+
+
 @cache
-def _json(package: str, name: str) -> dict:
-    return json.loads(resources.files(package).joinpath(name).read_text(encoding="utf-8"))
+def _json(kind: str, name: str) -> dict:
+    return json.loads(data_root(kind).joinpath(name).read_text(encoding="utf-8"))
 
 
 def _table(kind: str) -> dict:

@@ -76,11 +76,14 @@ def _allreduce_params(p: Params, graph):
     return alpha, bw
 
 
-def target_forward_ms(p: Params, tokens_per_request, batch=None, ctx=None, graph=None, multi_token=None) -> dict:
+def target_forward_ms(p: Params, tokens_per_request, batch=None, ctx=None, graph=None, multi_token=None,
+                      routed_tokens=None) -> dict:
     """Target forward over batch x tokens_per_request new tokens on one TP rank, by component (ms).
 
     ``multi_token`` selects the verify/extend kernels (extra kernels per layer, logits for every
     row); by default it is on for tokens_per_request > 1, the 1-token decode path otherwise.
+    ``routed_tokens`` (default: all of them) are the tokens that pick distinct experts: padding
+    rows of a graph replay run the dense GEMMs but route to the same few experts.
     """
     w = np.asarray(tokens_per_request, dtype=float)
     b = np.asarray(p["batch"] if batch is None else batch, dtype=float)
@@ -141,7 +144,7 @@ def target_forward_ms(p: Params, tokens_per_request, batch=None, ctx=None, graph
     acc.op(Lm, 2 * h * sh * p["bytes_shared"], 4 * n * h * sh, bw_w, p["flops_shared"])
     acc.op(Lm, h * sh * p["bytes_shared"], 2 * n * h * sh, bw_w, p["flops_shared"])
     ei = p["expert_intermediate"] / tp
-    reads = experts_read(E, k, n, p["moe_per_token_kernel"])
+    reads = experts_read(E, k, n if routed_tokens is None else routed_tokens, p["moe_per_token_kernel"])
     acc.op(Lm, reads * 2 * h * ei * p["bytes_routed"], 4 * n * k * h * ei, p["moe_mem_efficiency"], p["flops_routed"])
     acc.op(Lm, reads * h * ei * p["bytes_routed"], 2 * n * k * h * ei, p["moe_mem_efficiency"], p["flops_routed"])
     acc.small(Lm * 9)

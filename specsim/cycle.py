@@ -27,6 +27,19 @@ def graph_batch(p: Params, batch, graph):
     return np.where(g > 0, padded, b), g
 
 
+def graph_width(p: Params, batch, width, graph):
+    """vLLM-style token padding: a graph replay runs batch x width padded up to a captured size."""
+    sizes = np.asarray(p.get("capture_token_sizes", np.zeros(0)), dtype=float)
+    if sizes.size == 0:
+        return np.asarray(width, dtype=float)
+    n = np.asarray(batch, dtype=float) * np.asarray(width, dtype=float)
+    idx = np.searchsorted(sizes, n, side="left")
+    fits = idx < len(sizes)
+    padded = np.where(fits, sizes[np.minimum(idx, len(sizes) - 1)], n)
+    g = np.asarray(graph, dtype=float) > 0
+    return np.where(g & fits, padded / np.asarray(batch, dtype=float), np.asarray(width, dtype=float))
+
+
 def _eager_small_ms(p: Params, count):
     """count tiny eager kernels: each costs the longer of its launch and its GPU floor."""
     return count * np.maximum(p["eager_launch_us"], p["kernel_floor_us"]) / 1e3
@@ -36,13 +49,15 @@ def verify_breakdown(p: Params, num_draft_tokens=None, batch=None) -> dict:
     """Target verify forward (ms by component) over batch x num_draft_tokens tokens."""
     ndt = p["num_draft_tokens"] if num_draft_tokens is None else num_draft_tokens
     b, g = graph_batch(p, p["batch"] if batch is None else batch, p["graph_verify"])
-    return target_forward_ms(p, ndt, batch=b, graph=g)  # 1 token takes the decode kernels
+    w = graph_width(p, b, ndt, g)
+    real = np.asarray(p["batch"] if batch is None else batch, dtype=float) * np.asarray(ndt, dtype=float)
+    return target_forward_ms(p, w, batch=b, graph=g, multi_token=np.asarray(ndt) > 1, routed_tokens=real)
 
 
 def decode_breakdown(p: Params, batch=None) -> dict:
     """Target forward of the plain 1-token decode step (ms by component)."""
     b, g = graph_batch(p, p["batch"] if batch is None else batch, p["graph_decode"])
-    return target_forward_ms(p, 1.0, batch=b, graph=g, multi_token=False)
+    return target_forward_ms(p, graph_width(p, b, 1.0, g), batch=b, graph=g, multi_token=False)
 
 
 def cycle_phases_ms(p: Params, tau) -> dict:

@@ -119,6 +119,7 @@ def scenario_params(sc: Scenario) -> Params:
         "moe_mem_efficiency": e.moe_mem_efficiency,
         "attention_mem_efficiency": e.attention_mem_efficiency,
         "capture_batch_sizes": np.array(sorted(e.capture_batch_sizes) or [0], dtype=float),
+        "capture_token_sizes": np.array(sorted(e.capture_token_sizes or []), dtype=float),
         # speculation and workload
         "steps": float(s.steps),
         "topk": float(s.topk),

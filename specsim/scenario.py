@@ -190,6 +190,9 @@ class Engine(_Model):
         default_factory=lambda: list(range(1, 9)) + list(range(10, 33, 2)) + list(range(40, 65, 4)) + list(range(72, 257, 8)),
         description="captured graph batch sizes; batches pad up to the next one",
     )
+    capture_token_sizes: list[int] | None = Field(
+        None, description="vLLM-style capture by total tokens: a replay pads batch x width up to the next size"
+    )
     sources: dict[str, str] = Field(default_factory=dict)
 
 

@@ -25,7 +25,8 @@ def _read(path: Path) -> dict:
     # multimodal wrappers (Kimi-K2.5, Qwen-VL) keep the language model in text_config
     if "text_config" in cfg and isinstance(cfg["text_config"], dict) and cfg.get("model_type") not in SUPPORTED_MODEL_TYPES:
         merged = dict(cfg["text_config"])
-        merged.setdefault("quantization_config", cfg.get("quantization_config"))
+        if not merged.get("quantization_config"):
+            merged["quantization_config"] = cfg.get("quantization_config")
         cfg = merged
     return cfg
 

@@ -53,7 +53,13 @@ def scenario_dict(x: dict, tuned: bool) -> dict:
     gpu, _ = get_gpu("h200")
     target, draft = get_model("kimi-k2.5")
     engine = get_engine("sglang")
-    engine = engine.model_copy(update={"graph_verify": False, "continuous_decode_steps": 4})
+    engine = engine.model_copy(update={
+        "graph_verify": False, "continuous_decode_steps": 4,
+        "sources": {**engine.sources,
+                    "graph_verify": "seed reading (assumption): the verify forward runs eagerly, the account's own hypothesis; "
+                                    "SGLang normally captures TARGET_VERIFY (internals 1.H)",
+                    "continuous_decode_steps": "seed: --num-continuous-decode-steps 4 (FACTS.md)"},
+    })
     gpu = gpu.model_copy(update={"kernel_floor_us": x["kernel_floor_us"]})
     engine = engine.model_copy(update={
         "moe_mem_efficiency": x["moe_mem_efficiency"],

@@ -595,6 +595,32 @@ def explain(
     typer.echo(_explain(scenario, fmt="markdown" if fmt == ExplainFmt.md else fmt.value, **kw))
 
 
+@app.command()
+def report(
+    scenario: str | None = ScenarioOpt,
+    model: str | None = ModelOpt,
+    gpu: str | None = GpuOpt,
+    tp: int | None = TpOpt,
+    batch: int | None = BatchOpt,
+    ctx: int | None = CtxOpt,
+    sweep: str = typer.Option("1-10", "--sweep", help="draft steps to sweep, e.g. 1-10 or 1,2,4"),
+    accept_lengths: str | None = typer.Option(None, "--accept-lengths", help="extra accept lengths (tau at the scenario's steps), e.g. 1.7,2.5"),
+    whatif: float = typer.Option(1.4e6, "--whatif", help="draft training samples for the training what-if"),
+    out: Path = typer.Option(..., "--out", "-o", help="report file (written atomically)"),
+    fmt: str | None = typer.Option(None, "--format", help="html or md (default: from the --out suffix)"),
+) -> None:
+    """One self-contained report: summary, cycle, steps sweep, verify curve, training what-if, sensitivity, inputs."""
+    from .predict import build_scenario
+    from .report import write_report
+
+    if not whatif > 0:
+        _fail(f"whatif: got {whatif}; training samples must be > 0")
+    sc = build_scenario(scenario, model=model, gpu=gpu, tp=tp, batch=batch, ctx=ctx)
+    used = write_report(out, fmt=fmt, scenario=sc, sweep_steps=_ints(sweep, "sweep"),
+                        accept_lengths=_floats(accept_lengths, "accept-lengths"), training_target_samples=whatif)
+    typer.echo(f"wrote {out} ({used})", err=True)
+
+
 def main(argv: list[str] | None = None) -> None:
     """Console entry point: SpecsimError and click usage errors exit 2 with one line, no traceback."""
     from .errors import SpecsimError, one_line

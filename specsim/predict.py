@@ -43,6 +43,9 @@ def build_scenario(
     """
     sc = scenario if isinstance(scenario, Scenario) else load_scenario(scenario)
     data = sc.model_dump()
+    if any(x is not None for x in (model, gpu, tp, batch, ctx, engine)):
+        # recorded measurements belong to the measured setup only
+        data["provenance"] = {k: v for k, v in data.get("provenance", {}).items() if k != "measured"}
     if engine is not None or model is not None or gpu is not None:
         from .presets import get_engine
 

@@ -78,7 +78,8 @@ def free_parameters(sc: Scenario, n_verify: int, has_baseline: bool, has_cycles:
     """Parameters this data can speak to, in order of physical relevance for the scenario."""
     e = sc.engine
     names = ["kernel_floor_us"]
-    names.append("allreduce_alpha_graph_us" if e.graph_verify else "allreduce_alpha_eager_us")
+    if sc.parallel.tp > 1:
+        names.append("allreduce_alpha_graph_us" if e.graph_verify else "allreduce_alpha_eager_us")
     if sc.target.moe is not None:
         names.append("moe_mem_efficiency")
     names.append("mem_efficiency")
@@ -307,7 +308,7 @@ def base_scenario(
     batch: int | None = None,
     moe_kernel: str | None = None,
     graph: bool | None = None,
-    engine: str = "sglang",
+    engine: str | None = None,
     engine_overrides: dict | None = None,
     eager_allreduce: str | None = None,
     name: str | None = None,
@@ -334,7 +335,7 @@ def base_scenario(
         else:
             for k in ("attention", "dense_mlp", "shared_experts", "routed_experts"):
                 dt[k] = dtype
-    e = get_engine(engine).model_dump()
+    e = get_engine(engine or "sglang").model_dump()
     if moe_kernel is not None:
         mk = moe_kernel.replace("-", "_")
         if mk not in ("fused", "per_token"):

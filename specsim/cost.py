@@ -50,7 +50,11 @@ class _Acc:
         self.kernels = self.kernels + count
 
     def small(self, count):
-        """count tiny kernels (norms, rope, activations, copies): floor time each."""
+        """count tiny kernels (norms, rope, activations, copies): floor time each.
+
+        Unfused eager frameworks run each elementwise op as its own kernel: ``small_kernel_factor``.
+        """
+        count = count * self.p.get("small_kernel_factor", 1.0)
         floor = self.p["kernel_floor_us"]
         self.t["kernel_fixed"] = self.t["kernel_fixed"] + count * floor
         self.t["launch"] = self.t["launch"] + self._launch(floor, count)
@@ -108,7 +112,11 @@ def target_forward_ms(p: Params, tokens_per_request, batch=None, ctx=None, graph
     d = p["head_dim"]
     qkv_el = h * (heads_r + 2 * kv_r) * d
     o_el = heads_r * d * h
-    acc.op(gqa * L, qkv_el * ba, 2 * n * qkv_el, bw_w, p["flops_attention"])
+    fused = p.get("fused_projections", 1.0)  # 1: one qkv and one gate_up GEMM; 0: q, k, v / gate, up apart
+    q_el, k_el = h * heads_r * d, h * kv_r * d
+    acc.op(gqa * L * fused, qkv_el * ba, 2 * n * qkv_el, bw_w, p["flops_attention"])
+    acc.op(gqa * L * (1 - fused), q_el * ba, 2 * n * q_el, bw_w, p["flops_attention"])
+    acc.op(gqa * L * (1 - fused) * 2, k_el * ba, 2 * n * k_el, bw_w, p["flops_attention"])
     acc.op(gqa * L, o_el * ba, 2 * n * o_el, bw_w, p["flops_attention"])
     acc.op(gqa * L, b * ctx_eff * 2 * kv_r * d * p["bytes_kv"], 4 * n * ctx_eff * heads_r * d,
            p["attention_mem_efficiency"], p["flops_bf16"], "attention")
@@ -127,13 +135,18 @@ def target_forward_ms(p: Params, tokens_per_request, batch=None, ctx=None, graph
     for el in (qa_el, qb_el, kva_el, kvb_half, kvb_v, mo_el):
         acc.op(mla * L, el * ba, 2 * n * el, bw_w, p["flops_attention"])
     latent = kvl + p["qk_rope_head_dim"]
-    acc.op(mla * L, b * ctx_eff * latent * p["bytes_kv"], 2 * n * ctx_eff * heads_r * (latent + kvl),
+    absorbed = p.get("mla_absorbed", 1.0)  # 1: attention over the latent cache; 0: over per-head K/V
+    per_head = heads_r * (qk + p["v_head_dim"])
+    acc.op(mla * L * absorbed, b * ctx_eff * latent * p["bytes_kv"], 2 * n * ctx_eff * heads_r * (latent + kvl),
+           p["attention_mem_efficiency"], p["flops_bf16"], "attention")
+    acc.op(mla * L * (1 - absorbed), b * ctx_eff * per_head * p["bytes_kv"], 2 * n * ctx_eff * per_head,
            p["attention_mem_efficiency"], p["flops_bf16"], "attention")
     acc.small(mla * L * 8)
 
     # --- dense MLP layers (gate_up fused, down)
     inter = p["intermediate"] / tp
-    acc.op(Ld, 2 * h * inter * p["bytes_dense"], 4 * n * h * inter, bw_w, p["flops_dense"])
+    acc.op(Ld * fused, 2 * h * inter * p["bytes_dense"], 4 * n * h * inter, bw_w, p["flops_dense"])
+    acc.op(Ld * (1 - fused) * 2, h * inter * p["bytes_dense"], 2 * n * h * inter, bw_w, p["flops_dense"])
     acc.op(Ld, h * inter * p["bytes_dense"], 2 * n * h * inter, bw_w, p["flops_dense"])
     acc.small(Ld * 2)
 
@@ -145,6 +158,8 @@ def target_forward_ms(p: Params, tokens_per_request, batch=None, ctx=None, graph
     acc.op(Lm, h * sh * p["bytes_shared"], 2 * n * h * sh, bw_w, p["flops_shared"])
     ei = p["expert_intermediate"] / tp
     reads = experts_read(E, k, n if routed_tokens is None else routed_tokens, p["moe_per_token_kernel"])
+    # a gathered kernel that materialises per-token weight copies (HF batched_mm) moves them 3 times
+    reads = reads * np.where(np.asarray(p["moe_per_token_kernel"]) > 0, p.get("per_token_traffic_factor", 1.0), 1.0)
     acc.op(Lm, reads * 2 * h * ei * p["bytes_routed"], 4 * n * k * h * ei, p["moe_mem_efficiency"], p["flops_routed"])
     acc.op(Lm, reads * h * ei * p["bytes_routed"], 2 * n * k * h * ei, p["moe_mem_efficiency"], p["flops_routed"])
     acc.small(Lm * 9)

@@ -184,6 +184,12 @@ class Engine(_Model):
     overlap_scheduler_baseline: bool = Field(True, description="plain decode: host work overlaps the GPU")
     continuous_decode_steps: int = Field(1, ge=1, description="decode steps run per scheduler iteration")
     moe_kernel: Literal["fused", "per_token"] = "fused"
+    per_token_traffic_factor: float = Field(
+        1.0, ge=1.0, description="weight traffic per token-expert of a gathered kernel (3 = copy read+write, then GEMM read)"
+    )
+    small_kernel_factor: float = Field(1.0, gt=0, description="elementwise kernels per fused small kernel (unfused eager ~3)")
+    fused_projections: bool = Field(True, description="qkv and gate_up run as one GEMM each")
+    mla_absorbed: bool = Field(True, description="MLA attention over the latent cache (SGLang); False: per-head K/V")
     moe_mem_efficiency: float = Field(0.6, gt=0, le=1, description="achieved/datasheet HBM BW of routed-expert GEMMs at small widths")
     attention_mem_efficiency: float = Field(0.6, gt=0, le=1, description="achieved/datasheet HBM BW of attention over the KV cache")
     capture_batch_sizes: list[int] = Field(

@@ -21,13 +21,15 @@ def _synthetic(sc, truth, noise=0.01, seed=0):
 
 
 @pytest.mark.parametrize(
-    "model,gpu,tp,graph",
-    [("qwen3-30b-a3b", "h100", 1, True), ("kimi-k2.5", "h200", 8, False), ("llama-3.1-70b", "h100", 8, True)],
+    "model,gpu,tp,graph,engine",
+    [("qwen3-30b-a3b", "h100", 1, True, "sglang"), ("kimi-k2.5", "h200", 8, False, "sglang"),
+     ("llama-3.1-70b", "h100", 8, True, "sglang"), ("llama-3.1-8b", "h200", 1, None, "hf-transformers"),
+     ("qwen3-30b-a3b", "h200", 1, None, "hf-transformers"), ("deepseek-v3", "h200", 8, True, "vllm")],
 )
-def test_two_points_extrapolate_1_to_64(model, gpu, tp, graph):
+def test_two_points_extrapolate_1_to_64(model, gpu, tp, graph, engine):
     """Truth differs from the priors; calibrated on k=3,6 only, the physics carries the curve."""
-    sc = base_scenario(model, gpu, tp, graph=graph)
-    truth = {"kernel_floor_us": 4.0, "moe_mem_efficiency": 0.35, "mem_efficiency": 0.7}
+    sc = base_scenario(model, gpu, tp, graph=graph, engine=engine)
+    truth = {"kernel_floor_us": 4.0, "moe_mem_efficiency": 0.35, "mem_efficiency": 0.7, "eager_launch_us": 12.0}
     pts, true_ms = _synthetic(sc, truth)
     res = fit(sc, [p for p in pts if p.tokens in (3, 6)])
     p = scenario_params(res.scenario)

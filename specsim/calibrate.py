@@ -59,6 +59,7 @@ class Point:
     tokens: int
     ms: float
     source: str = "--point"
+    batch: int | None = None  # requests in this forward (default: the scenario's batch)
 
 
 def parse_point(text: str) -> Point:
@@ -139,7 +140,8 @@ def _model_values(p: dict, verify_pts, baseline_ms, cycles) -> np.ndarray:
     out = []
     if verify_pts:
         toks = np.array([pt.tokens for pt in verify_pts], dtype=float)
-        vb = verify_breakdown(p, num_draft_tokens=toks)["total"]
+        bs = np.array([pt.batch or p["batch"] for pt in verify_pts], dtype=float)
+        vb = verify_breakdown(p, num_draft_tokens=toks, batch=bs)["total"]
         out.extend(np.broadcast_to(vb, toks.shape).tolist())
     if baseline_ms is not None:
         out.append(float(baseline_step_ms(p)["total"]))
@@ -416,7 +418,15 @@ def validate(path: str, fit_tokens: list[int] | None = None) -> Validation:
     """Calibrate on a subset of a dataset's points and score the prediction of all of them."""
     d = load_dataset(path)
     fit_tokens = fit_tokens or [3, 6]
-    pts = [Point(int(x["tokens"]), float(x["ms"]), "dataset") for x in d["points"]]
+    pts = []
+    for x in d["points"]:
+        try:
+            pt = Point(int(x["tokens"]), float(x["ms"]), "dataset", int(x["batch"]) if x.get("batch") else None)
+        except (TypeError, ValueError):
+            raise SpecsimError("dataset.points", x, "each point needs integer tokens >= 1 and ms > 0") from None
+        if pt.tokens < 1 or not pt.ms > 0 or (pt.batch is not None and pt.batch < 1):
+            raise SpecsimError("dataset.points", x, "each point needs integer tokens >= 1, ms > 0 and batch >= 1")
+        pts.append(pt)
     chosen = [pt for pt in pts if pt.tokens in fit_tokens]
     if not chosen:
         raise SpecsimError("fit", fit_tokens, f"no dataset point has these token counts; available: {[pt.tokens for pt in pts]}")
@@ -424,10 +434,11 @@ def validate(path: str, fit_tokens: list[int] | None = None) -> Validation:
     res = fit(sc, chosen, baseline_tok_s=d.get("baseline_tok_s"))
     p = scenario_params(res.scenario)
     toks = np.array([pt.tokens for pt in pts], dtype=float)
-    pred = np.broadcast_to(verify_breakdown(p, num_draft_tokens=toks)["total"], toks.shape)
+    bs = np.array([pt.batch or p["batch"] for pt in pts], dtype=float)
+    pred = np.broadcast_to(verify_breakdown(p, num_draft_tokens=toks, batch=bs)["total"], toks.shape)
     rows = []
-    for pt, m in zip(pts, pred):
-        rows.append({"tokens": pt.tokens, "measured_ms": pt.ms, "predicted_ms": float(m),
+    for pt, m, b in zip(pts, pred, bs):
+        rows.append({"tokens": pt.tokens, "batch": int(b), "measured_ms": pt.ms, "predicted_ms": float(m),
                      "error_pct": float(100 * (m / pt.ms - 1)), "in_fit": pt.tokens in fit_tokens})
     ape = np.array([abs(r["error_pct"]) for r in rows])
     return Validation(str(d.get("name", path)), fit_tokens, rows, float(ape.mean()), float(np.median(ape)), float(ape.max()), res)

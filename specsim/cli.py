@@ -455,6 +455,7 @@ def whatif_training_cmd(
     target_samples: float = typer.Option(1.4e6, "--target-samples", help="draft training samples to evaluate"),
     current_samples: float | None = typer.Option(None, "--current-samples", help="samples of today's draft (default 37K)"),
     data: list[str] = typer.Option([], "--data", help="extra point SAMPLES=TAU[@STEPS], e.g. 100K=2.6; repeat"),
+    only_data: bool = typer.Option(False, "--only-data", help="fit to the --data points alone (no published drafts)"),
     gpu_hours_per_100k: float | None = typer.Option(None, "--gpu-hours-per-100k", help="data generation + training cost"),
     fleet_tokens_per_day: float = typer.Option(1e9, "--fleet-tokens-per-day", help="tokens served per day"),
     gpus_per_replica: int | None = typer.Option(None, "--gpus-per-replica", help="default: the scenario's TP"),
@@ -468,7 +469,7 @@ def whatif_training_cmd(
     res = whatif_training(
         scenario, target_samples=target_samples, current_samples=current_samples, data=data or None, max_steps=max_steps,
         gpu_hours_per_100k_samples=gpu_hours_per_100k, fleet_tokens_per_day=fleet_tokens_per_day,
-        gpus_per_replica=gpus_per_replica,
+        gpus_per_replica=gpus_per_replica, use_default_data=not only_data,
     )
     if as_json or fmt == Fmt.json:
         _emit(res.to_dict())

@@ -56,7 +56,7 @@ def constant_rate_from_tau(tau, steps) -> np.ndarray:
     return scale_profile_to_tau(np.array([0.5]), tau, steps)
 
 
-def scale_profile_to_tau(base_rates, tau, steps, iters: int = 60) -> np.ndarray:
+def scale_profile_to_tau(base_rates, tau, steps, iters: int = 80) -> np.ndarray:
     """Reshape a base profile to hit tau at `steps`: rates_i = base_i ** theta (bisection on theta).
 
     theta -> 0 makes every rate 1 (tau = steps+1); theta -> inf makes them 0 (tau = 1); tau is
@@ -68,7 +68,7 @@ def scale_profile_to_tau(base_rates, tau, steps, iters: int = 60) -> np.ndarray:
     smax = int(np.max(steps_arr))
     base = np.clip(extend_rates(base_rates, smax), 1e-9, 1 - 1e-12)
     shape = np.broadcast(tau, steps_arr).shape
-    lo = np.full(shape, -12.0)  # log theta bounds
+    lo = np.full(shape, -30.0)  # log theta bounds (theta down to ~1e-13: rates -> 1)
     hi = np.full(shape, 12.0)
     pos = np.arange(1, smax + 1)
     mask = pos <= steps_arr[..., None] if shape else pos <= int(steps_arr)

@@ -22,6 +22,7 @@ from .scenario import Scenario
 
 Z90 = 1.6448536269514722
 MEAS_REL_SIGMA = 0.02  # a measured forward time is good to ~2 %
+MAX_RESIDUAL_PCT = 60.0  # beyond this the inputs, not the parameters, are wrong
 
 # flat parameter -> (unit, meaning, prior log-sigma, lower, upper)
 PARAMETERS: dict[str, tuple[str, str, float, float, float]] = {
@@ -164,6 +165,12 @@ def fit(
     from scipy.optimize import least_squares
 
     cycles = cycles or []
+    seen: dict[tuple, float] = {}
+    for pt in points:
+        key = (pt.tokens, pt.batch)
+        if key in seen and seen[key] != pt.ms:
+            raise SpecsimError("point", f"{pt.tokens}={pt.ms}", f"contradicts {pt.tokens}={seen[key]}; give one time per K")
+        seen[key] = pt.ms
     if not points and baseline_tok_s is None and not cycles:
         raise SpecsimError("point", None, "give at least one --point K=MS, --baseline-tok-s or a log with timings")
     p0 = scenario_params(sc)
@@ -224,6 +231,13 @@ def fit(
         f"{n} ({PARAMETERS[n][1]}) is not pinned down by the data: it stays near its prior {prior[n]:.3g} {PARAMETERS[n][0]}"
         for n, s in zip(names, sd) if s >= 0.7 * PARAMETERS[n][2]
     ]
+    worst = max(residuals, key=lambda r: abs(r["error_pct"]), default=None)
+    if worst is not None and abs(worst["error_pct"]) > MAX_RESIDUAL_PCT:
+        raise SpecsimError(
+            "point", f"{worst['what']} = {worst['ms']:g} ms",
+            f"the physics cannot reach it (best fit {worst['model_ms']:.3g} ms, {worst['error_pct']:+.0f}%): "
+            "check the units (milliseconds), the model, GPU, TP and --graph/--eager",
+        )
     for r in residuals:
         if abs(r["error_pct"]) > 10:
             warnings.append(f"{r['what']}: model misses the measurement by {r['error_pct']:+.1f}% (missing physics?)")
@@ -400,6 +414,8 @@ def dataset_scenario(d: dict) -> Scenario:
 
 @dataclass
 class Validation:
+    """Errors over the held-out points (those not in the fit); over all points if none is held out."""
+
     dataset: str
     fit_tokens: list[int]
     rows: list[dict]
@@ -407,11 +423,13 @@ class Validation:
     median_ape_pct: float
     max_ape_pct: float
     calibration: CalibrationResult
+    held_out: int = 0
+    mape_all_pct: float = 0.0
 
     def to_dict(self) -> dict:
         return {"dataset": self.dataset, "fit_tokens": self.fit_tokens, "points": self.rows, "mape_pct": self.mape_pct,
-                "median_ape_pct": self.median_ape_pct, "max_ape_pct": self.max_ape_pct,
-                "fitted": self.calibration.to_dict()["parameters"]}
+                "median_ape_pct": self.median_ape_pct, "max_ape_pct": self.max_ape_pct, "held_out_points": self.held_out,
+                "mape_all_pct": self.mape_all_pct, "fitted": self.calibration.to_dict()["parameters"]}
 
 
 def validate(path: str, fit_tokens: list[int] | None = None) -> Validation:
@@ -440,5 +458,8 @@ def validate(path: str, fit_tokens: list[int] | None = None) -> Validation:
     for pt, m, b in zip(pts, pred, bs):
         rows.append({"tokens": pt.tokens, "batch": int(b), "measured_ms": pt.ms, "predicted_ms": float(m),
                      "error_pct": float(100 * (m / pt.ms - 1)), "in_fit": pt.tokens in fit_tokens})
-    ape = np.array([abs(r["error_pct"]) for r in rows])
-    return Validation(str(d.get("name", path)), fit_tokens, rows, float(ape.mean()), float(np.median(ape)), float(ape.max()), res)
+    ape_all = np.array([abs(r["error_pct"]) for r in rows])
+    held = np.array([abs(r["error_pct"]) for r in rows if not r["in_fit"]])
+    ape = held if held.size else ape_all
+    return Validation(str(d.get("name", path)), fit_tokens, rows, float(ape.mean()), float(np.median(ape)), float(ape.max()),
+                      res, held_out=int(held.size), mape_all_pct=float(ape_all.mean()))

@@ -67,8 +67,36 @@ def _ints(text: str, field: str) -> list[int]:
     return out
 
 
+def _json_safe(obj):
+    """NaN/inf are not JSON: emit null instead, so jq and browsers can read the output."""
+    import math
+
+    if isinstance(obj, float):
+        return obj if math.isfinite(obj) else None
+    if isinstance(obj, dict):
+        return {k: _json_safe(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_json_safe(v) for v in obj]
+    if hasattr(obj, "item") and not isinstance(obj, (str, bytes)):
+        return _json_safe(obj.item())
+    return obj
+
+
+def _samples(text: str | float, field: str) -> float:
+    """A sample count with an optional K/M/B suffix: 37K, 1.4M, 2e6."""
+    t = str(text).strip().upper().replace(",", "").replace("_", "")
+    mult = {"K": 1e3, "M": 1e6, "B": 1e9}.get(t[-1:], 1.0)
+    try:
+        v = float(t[:-1] if t[-1:] in "KMB" else t) * mult
+    except ValueError:
+        _fail(f"{field}: got {text!r}; expected a number of samples such as 37000, 37K or 1.4M")
+    if not v > 0:
+        _fail(f"{field}: got {text!r}; training samples must be > 0")
+    return v
+
+
 def _emit(obj: dict) -> None:
-    typer.echo(json.dumps(obj, indent=2, default=float))
+    typer.echo(json.dumps(_json_safe(obj), indent=2, allow_nan=False))
 
 
 ScenarioOpt = typer.Option(None, "--scenario", "-s", help="built-in scenario name or scenario JSON file")
@@ -312,13 +340,17 @@ def validate(
     from .calibrate import validate as _validate
     from .render import table_text
 
+    if max_mape is not None and not max_mape >= 0:
+        _fail(f"max-mape: got {max_mape}; must be a percentage >= 0")
     v = _validate(dataset, _ints(fit_tokens, "fit"))
     if as_json:
         _emit(v.to_dict())
     else:
         rows = [[r["tokens"], r["measured_ms"], r["predicted_ms"], r["error_pct"], "fit" if r["in_fit"] else ""] for r in v.rows]
         typer.echo(table_text(["tokens", "measured ms", "predicted ms", "error %", ""], rows, f"{v.dataset}: fit on {v.fit_tokens}"))
-        typer.echo(f"MAPE {v.mape_pct:.2f}%  median {v.median_ape_pct:.2f}%  worst {v.max_ape_pct:.2f}%")
+        scope = "held-out points" if v.held_out else "all points (every point was in the fit)"
+        typer.echo(f"MAPE {v.mape_pct:.2f}%  median {v.median_ape_pct:.2f}%  worst {v.max_ape_pct:.2f}%  over {scope}"
+                   f"; all points: MAPE {v.mape_all_pct:.2f}%")
     if max_mape is not None and v.mape_pct > max_mape:
         typer.echo(f"error: MAPE {v.mape_pct:.2f}% exceeds --max-mape {max_mape}", err=True)
         raise typer.Exit(1)
@@ -452,8 +484,8 @@ FmtOpt = typer.Option(Fmt.text, "--format")
 @whatif_app.command("training")
 def whatif_training_cmd(
     scenario: str | None = ScenarioOpt,
-    target_samples: float = typer.Option(1.4e6, "--target-samples", help="draft training samples to evaluate"),
-    current_samples: float | None = typer.Option(None, "--current-samples", help="samples of today's draft (default 37K)"),
+    target_samples: str = typer.Option("1.4M", "--target-samples", help="draft training samples to evaluate, e.g. 1.4M"),
+    current_samples: str | None = typer.Option(None, "--current-samples", help="samples of today's draft (default 37K)"),
     data: list[str] = typer.Option([], "--data", help="extra point SAMPLES=TAU[@STEPS], e.g. 100K=2.6; repeat"),
     only_data: bool = typer.Option(False, "--only-data", help="fit to the --data points alone (no published drafts)"),
     gpu_hours_per_100k: float | None = typer.Option(None, "--gpu-hours-per-100k", help="data generation + training cost"),
@@ -467,7 +499,9 @@ def whatif_training_cmd(
     from .training import whatif_training
 
     res = whatif_training(
-        scenario, target_samples=target_samples, current_samples=current_samples, data=data or None, max_steps=max_steps,
+        scenario, target_samples=_samples(target_samples, "target-samples"),
+        current_samples=_samples(current_samples, "current-samples") if current_samples is not None else None,
+        data=data or None, max_steps=max_steps,
         gpu_hours_per_100k_samples=gpu_hours_per_100k, fleet_tokens_per_day=fleet_tokens_per_day,
         gpus_per_replica=gpus_per_replica, use_default_data=not only_data,
     )
@@ -493,6 +527,9 @@ def whatif_allreduce_cmd(
     """All-reduce latency or implementation (e.g. the seed's NCCL tuning)."""
     from .whatif import seed_nccl_tuning, whatif_allreduce
 
+    if seed_tuning and any(x is not None for x in (scenario, scale, impl, alpha_us, steps)):
+        _fail("seed-nccl-tuning: compares the two built-in seed scenarios; it takes no --scenario, --scale, --impl, "
+              "--alpha-us or --steps")
     res = seed_nccl_tuning() if seed_tuning else whatif_allreduce(scenario, scale=scale, impl=impl, alpha_us=alpha_us, steps=steps)
     _show_whatif(res, as_json, fmt)
 
@@ -543,7 +580,7 @@ def whatif_quant_cmd(
 @whatif_app.command("graph")
 def whatif_graph_cmd(
     phase: str = typer.Option(..., "--phase", help="decode, verify, draft or draft_extend"),
-    on: bool = typer.Option(True, "--on/--off", help="capture the phase in a CUDA graph, or run it eagerly"),
+    on: bool | None = typer.Option(None, "--on/--off", help="capture the phase in a CUDA graph, or run it eagerly (required)"),
     scenario: str | None = ScenarioOpt,
     steps: int | None = typer.Option(None, "--steps"),
     as_json: bool = JsonOpt,
@@ -552,12 +589,14 @@ def whatif_graph_cmd(
     """Turn CUDA-graph capture of one phase on or off."""
     from .whatif import whatif_graph
 
+    if on is None:
+        _fail("on/off: say --on or --off")
     _show_whatif(whatif_graph(scenario, phase=phase, on=on, steps=steps), as_json, fmt)
 
 
 @whatif_app.command("overlap")
 def whatif_overlap_cmd(
-    on: bool = typer.Option(True, "--on/--off", help="overlap scheduler for speculative cycles"),
+    on: bool | None = typer.Option(None, "--on/--off", help="overlap scheduler for speculative cycles (required)"),
     scenario: str | None = ScenarioOpt,
     steps: int | None = typer.Option(None, "--steps"),
     as_json: bool = JsonOpt,
@@ -566,6 +605,8 @@ def whatif_overlap_cmd(
     """Overlap scheduler on or off (SGLang spec v2 vs v1)."""
     from .whatif import whatif_overlap
 
+    if on is None:
+        _fail("on/off: say --on or --off")
     _show_whatif(whatif_overlap(scenario, on=on, steps=steps), as_json, fmt)
 
 
@@ -606,7 +647,7 @@ def report(
     ctx: int | None = CtxOpt,
     sweep: str = typer.Option("1-10", "--sweep", help="draft steps to sweep, e.g. 1-10 or 1,2,4"),
     accept_lengths: str | None = typer.Option(None, "--accept-lengths", help="extra accept lengths (tau at the scenario's steps), e.g. 1.7,2.5"),
-    whatif: float = typer.Option(1.4e6, "--whatif", help="draft training samples for the training what-if"),
+    whatif: str = typer.Option("1.4M", "--whatif", help="draft training samples for the training what-if, e.g. 1.4M"),
     out: Path = typer.Option(..., "--out", "-o", help="report file (written atomically)"),
     fmt: str | None = typer.Option(None, "--format", help="html or md (default: from the --out suffix)"),
 ) -> None:
@@ -614,11 +655,13 @@ def report(
     from .predict import build_scenario
     from .report import write_report
 
-    if not whatif > 0:
-        _fail(f"whatif: got {whatif}; training samples must be > 0")
+    samples = _samples(whatif, "whatif")
+    suffix = out.suffix.lower()
+    if fmt is None and suffix not in (".html", ".htm", ".md", ".markdown"):
+        _fail(f"out: got {str(out)!r}; use a .html or .md file name, or give --format html|md")
     sc = build_scenario(scenario, model=model, gpu=gpu, tp=tp, batch=batch, ctx=ctx)
     used = write_report(out, fmt=fmt, scenario=sc, sweep_steps=_ints(sweep, "sweep"),
-                        accept_lengths=_floats(accept_lengths, "accept-lengths"), training_target_samples=whatif)
+                        accept_lengths=_floats(accept_lengths, "accept-lengths"), training_target_samples=samples)
     typer.echo(f"wrote {out} ({used})", err=True)
 
 

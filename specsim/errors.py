@@ -6,9 +6,9 @@ from __future__ import annotations
 class SpecsimError(ValueError):
     """An input problem the user can fix. The CLI prints ``error: <message>`` and exits 2."""
 
-    def __init__(self, field: str, value: object, allowed: str):
+    def __init__(self, field: str, value: object, allowed: str, show_value: bool = True):
         self.field, self.value, self.allowed = field, value, allowed
-        super().__init__(f"{field}: got {value!r}; {allowed}")
+        super().__init__(f"{field}: got {value!r}; {allowed}" if show_value else f"{field}: {allowed}")
 
 
 def one_line(exc: BaseException) -> str:

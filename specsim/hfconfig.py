@@ -58,7 +58,21 @@ def _need(cfg: dict, key: str, path: Path):
 
 def load_hf_config(path_like: str | Path) -> tuple[TargetModel, DraftModel]:
     """Target architecture and a target-shaped EAGLE-3 head from a Hugging Face config.json."""
-    path = Path(path_like)
+    from pydantic import ValidationError
+
+    try:
+        return _load(Path(path_like))
+    except SpecsimError:
+        raise
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        loc = ".".join(str(x) for x in err["loc"])
+        raise SpecsimError("model", str(path_like), f"config.json gives an invalid {loc}: {err['msg']}") from None
+    except (TypeError, ValueError, KeyError) as exc:
+        raise SpecsimError("model", str(path_like), f"config.json has an unusable value ({' '.join(str(exc).split())})") from None
+
+
+def _load(path: Path) -> tuple[TargetModel, DraftModel]:
     cfg = _read(path)
     mt = cfg.get("model_type")
     if mt not in SUPPORTED_MODEL_TYPES:

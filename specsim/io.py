@@ -9,10 +9,15 @@ from pathlib import Path
 
 def write_atomic(path: str | os.PathLike, data: str | bytes) -> None:
     """Write to a temporary file beside ``path`` and rename it into place."""
+    from .errors import SpecsimError
+
     target = Path(path)
-    target.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=str(target.parent))
+    except OSError as exc:
+        raise SpecsimError("out", str(target), f"cannot write there ({exc.strerror or exc})") from None
     mode = "wb" if isinstance(data, bytes) else "w"
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=str(target.parent))
     try:
         with os.fdopen(fd, mode, **({} if isinstance(data, bytes) else {"encoding": "utf-8"})) as fh:
             fh.write(data)

@@ -37,29 +37,44 @@ def build_scenario(
 ) -> Scenario:
     """A base scenario (name, file or object; default ``kimi-k2.5-seed``) with overrides applied.
 
-    Changing ``model`` or ``gpu`` leaves the base scenario's calibrated engine behind: the engine
-    becomes the ``engine`` preset (default ``sglang``), since fitted engine quirks belong to the
-    measured box, not to the new hardware or model.
+    Policy for the base scenario's fitted, setup-specific parts:
+
+    * ``model`` or ``engine`` describes a new deployment: the engine becomes the ``engine``
+      preset (default ``sglang``) and the base's eager all-reduce path is dropped.
+    * ``gpu`` alone swaps the accelerator of the same deployment: the engine behaviour and the
+      eager collective path stay, the GPU numbers and its default graph all-reduce change; the
+      scenario's own GPU is a no-op.
+    * any change of model, GPU, TP, batch, context or engine drops the recorded measurements and
+      the calibration points (they belong to the measured setup); fitted parameters and their
+      covariance stay, so verify bands remain available.
     """
     sc = scenario if isinstance(scenario, Scenario) else load_scenario(scenario)
     data = sc.model_dump()
+    notes = list(data.get("notes") or [])
+    if gpu is not None:
+        g, ar = get_gpu(gpu)
+        if g.name == sc.gpu.name:
+            gpu = None  # the scenario's own GPU: nothing to change
     if any(x is not None for x in (model, gpu, tp, batch, ctx, engine)):
-        # recorded measurements belong to the measured setup only
         data["provenance"] = {k: v for k, v in data.get("provenance", {}).items() if k != "measured"}
-    if engine is not None or model is not None or gpu is not None:
+        if data.get("calibration"):
+            data["calibration"] = {k: v for k, v in data["calibration"].items() if k not in ("points", "residuals")}
+    if engine is not None or model is not None:
         from .presets import get_engine
 
         data["engine"] = get_engine(engine or "sglang").model_dump()
+        data["parallel"]["allreduce_eager"] = None
         data["calibration"] = None
     if model is not None:
         target, draft = get_model(model)
         data["target"], data["draft"] = target.model_dump(), draft.model_dump()
         data["name"] = f"{data['name']}+model={model}"
+        if accept is None and accept_rates is None:
+            notes.append(f"acceptance carried over from {sc.name} ({sc.acceptance.source or 'its profile'}); "
+                         "give --accept or --accept-rates for this model's draft")
     if gpu is not None:
-        g, ar = get_gpu(gpu)
         data["gpu"] = g.model_dump()
         data["parallel"]["allreduce"] = ar.model_dump()
-        data["parallel"]["allreduce_eager"] = None
         data["name"] = f"{data['name']}+gpu={gpu}"
     if tp is not None:
         if tp < 1:
@@ -83,6 +98,9 @@ def build_scenario(
         if draft_tokens < 1:
             raise SpecsimError("draft-tokens", draft_tokens, "num_draft_tokens must be >= 1")
         spec["num_draft_tokens"] = draft_tokens
+        if spec["topk"] == 1 and draft_tokens != spec["steps"] + 1:
+            notes.append(f"draft tokens {draft_tokens} adjusted to steps+1 = {spec['steps'] + 1} "
+                         "(SGLang forces it when topk = 1)")
     elif topk is not None or steps is not None:
         spec["num_draft_tokens"] = None  # re-derive from steps/topk
     st = spec["steps"]
@@ -101,6 +119,7 @@ def build_scenario(
         # tau is tied to the steps it was measured at: carry the implied profile instead
         rates = rates_for(sc, sc.speculation.steps)
         data["acceptance"] = {"rates": [float(x) for x in rates], "source": old.get("source", "") + " (profile implied at the scenario's steps)"}
+    data["notes"] = notes
     if batch is not None:
         if batch < 1:
             raise SpecsimError("batch", batch, "batch must be an integer >= 1")
@@ -159,7 +178,7 @@ class Prediction:
     batch: int
     ctx: int
     accept_length: float
-    accept_length_std: float
+    accept_length_std: float | None
     tok_s: float
     baseline_tok_s: float
     speedup: float
@@ -221,6 +240,45 @@ class Prediction:
         return prediction_html(self)
 
 
+def kv_bytes_per_rank(sc: Scenario, tokens_per_request: int | None = None) -> float:
+    """KV-cache bytes one TP rank holds for the workload (batch x (context + verify width))."""
+    from .scenario import DTYPE_BYTES
+
+    t, a = sc.target, sc.target.attention
+    tp = sc.parallel.tp
+    by = DTYPE_BYTES[t.dtypes.kv_cache]
+    if a.kind == "mla":
+        per_layer = (a.kv_lora_rank + a.qk_rope_head_dim) * by if sc.engine.mla_absorbed else (
+            a.num_heads / tp * (a.qk_nope_head_dim + a.qk_rope_head_dim + a.v_head_dim) * by)
+    else:
+        per_layer = 2 * max(a.num_kv_heads / tp, 1.0) * a.head_dim * by
+    w = tokens_per_request or sc.speculation.num_draft_tokens or 1
+    return float(sc.workload.batch * (sc.workload.ctx + w) * per_layer * t.num_layers)
+
+
+def scenario_warnings(sc: Scenario, p: dict | None = None) -> list[str]:
+    """Things a user should know before trusting the numbers: memory fit, node size, notes."""
+    from .cost import weight_bytes_per_rank
+
+    p = p if p is not None else scenario_params(sc)
+    out = list(sc.notes)
+    weights, kv = weight_bytes_per_rank(p), kv_bytes_per_rank(sc)
+    mem = sc.gpu.memory_bytes
+    if weights > 0.92 * mem:
+        out.append(f"target weights need {weights / 1e9:.0f} GB per rank at TP{sc.parallel.tp}, more than the "
+                   f"{mem / 1e9:.0f} GB of a {sc.gpu.name} leaves room for (KV cache, graphs)")
+    elif weights + kv > 0.95 * mem:
+        out.append(f"weights ({weights / 1e9:.0f} GB) + KV cache for batch {sc.workload.batch} x ctx {sc.workload.ctx} "
+                   f"({kv / 1e9:.0f} GB) exceed the {mem / 1e9:.0f} GB per GPU: this workload does not fit")
+    if sc.parallel.tp > 8:
+        out.append(f"TP{sc.parallel.tp} spans more than one 8-GPU node: all-reduce latency is extrapolated "
+                   "from intra-node measurements and is likely optimistic")
+    if sc.acceptance.pmf is not None and len(sc.acceptance.pmf) > sc.speculation.steps + 1:
+        out.append(f"acceptance PMF has {len(sc.acceptance.pmf)} entries; only lengths 1..{sc.speculation.steps + 1} "
+                   "are possible at these steps (the tail is cut)")
+    return out
+
+
 def evaluate(sc: Scenario) -> Prediction:
     """Run the cost, cycle and acceptance models on one scenario."""
     p = scenario_params(sc)
@@ -234,16 +292,8 @@ def evaluate(sc: Scenario) -> Prediction:
     batch = sc.workload.batch
     tok_s = batch * tau / cyc * 1e3
     base_tok_s = batch / float(base["total"]) * 1e3
-    std = float(acc.accept_length_std(rates, s.steps)) if s.topk == 1 else float("nan")
-    from .cost import weight_bytes_per_rank
-
-    warnings = []
-    need = weight_bytes_per_rank(p)
-    if need > 0.92 * sc.gpu.memory_bytes:
-        warnings.append(
-            f"target weights need {need / 1e9:.0f} GB per rank at TP{sc.parallel.tp}, more than the "
-            f"{sc.gpu.memory_bytes / 1e9:.0f} GB of a {sc.gpu.name} leaves room for (KV cache, graphs)"
-        )
+    std = float(acc.accept_length_std(rates, s.steps)) if s.topk == 1 else None
+    warnings = scenario_warnings(sc, p)
     measured = {}
     if sc.provenance.get("measured"):
         measured = dict(sc.provenance["measured"])  # type: ignore[arg-type]

@@ -105,9 +105,12 @@ def scenario_from_dict(data: dict, origin: str = "scenario") -> Scenario:
         err = exc.errors()[0]
         loc = ".".join(str(x) for x in err["loc"]) or "scenario"
         value = err.get("input")
-        shown = "<missing>" if err["type"] == "missing" else "<object>" if isinstance(value, dict) else value
         msg = str(err["msg"]).removeprefix("Value error, ")
-        raise SpecsimError(f"{origin}: {loc}", shown, msg) from None
+        if err["type"] == "missing":
+            raise SpecsimError(f"{origin}: {loc}", None, "required field is missing", show_value=False) from None
+        if isinstance(value, (dict, list)):
+            raise SpecsimError(f"{origin}: {loc}", None, msg, show_value=False) from None
+        raise SpecsimError(f"{origin}: {loc}", value, msg) from None
 
 
 def load_scenario(name_or_file: str | None = None) -> Scenario:

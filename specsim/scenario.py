@@ -71,7 +71,7 @@ class AllReduce(_Model):
         return v
 
     def alpha_at(self, tp: int) -> float:
-        """Latency at a TP size: exact entry, else log-linear interpolation/extrapolation in TP."""
+        """Latency at a TP size: exact entry, else linear in log2(TP) between entries and beyond."""
         import numpy as np
 
         if tp <= 1:
@@ -82,7 +82,11 @@ class AllReduce(_Model):
         vals = np.array([self.alpha_us[int(k)] for k in sizes])
         if len(sizes) == 1:
             return float(vals[0])
-        return float(np.interp(np.log2(tp), np.log2(sizes), vals))
+        x = np.log2(tp)
+        if x > np.log2(sizes[-1]):  # past the table: continue the last log-linear segment (more hops)
+            slope = (vals[-1] - vals[-2]) / (np.log2(sizes[-1]) - np.log2(sizes[-2]))
+            return float(vals[-1] + max(slope, 0.0) * (x - np.log2(sizes[-1])))
+        return float(np.interp(x, np.log2(sizes), vals))
 
 
 class Attention(_Model):
@@ -96,6 +100,13 @@ class Attention(_Model):
     qk_nope_head_dim: int = 128
     qk_rope_head_dim: int = 64
     v_head_dim: int = 128
+
+
+    @model_validator(mode="after")
+    def _heads(self) -> "Attention":
+        if self.kind == "gqa" and self.num_heads % self.num_kv_heads:
+            raise ValueError(f"num_heads={self.num_heads} must be a multiple of num_kv_heads={self.num_kv_heads}")
+        return self
 
 
 class MoE(_Model):
@@ -279,6 +290,7 @@ class Scenario(_Model):
     workload: Workload = Field(default_factory=Workload)
     provenance: dict[str, object] = Field(default_factory=dict, description="where this scenario comes from")
     calibration: dict[str, object] | None = Field(None, description="fitted parameters, covariance, points")
+    notes: list[str] = Field(default_factory=list, description="what was adjusted or assumed when this scenario was built")
 
     @model_validator(mode="after")
     def _consistent(self) -> Scenario:

@@ -84,9 +84,10 @@ class SweepResult:
                  r["allreduce_scale"], r["tok_s"], r["speedup"], r["cycle_ms"]] for r in self.ranked(10)]
         head = ["steps", "topk", "draft_tokens", "accept", "tp", "batch", "ctx", "gpu", "ar_scale", "tok/s", "speedup", "cycle ms"]
         b = self.best()
+        notes = "".join(f"\nnote: {n}" for n in self.notes)
         return (f"best of {self.n:,} configurations ({self.scenario}, modeled): steps={b['steps']} topk={b['topk']} "
                 f"draft_tokens={b['draft_tokens']} tp={b['tp']} batch={b['batch']} gpu={b['gpu']} -> "
-                f"{b['tok_s']:.1f} tok/s, speedup {b['speedup']:.3f}\n\n" + table_text(head, rows, "ranked (top 10)"))
+                f"{b['tok_s']:.1f} tok/s, speedup {b['speedup']:.3f}\n\n" + table_text(head, rows, "ranked (top 10)") + notes)
 
     def _repr_html_(self) -> str:
         from .render import table_html
@@ -141,7 +142,7 @@ def sweep(
     the step count as the draft's quality dictates. ``accept_rates`` sweeps whole profiles.
     """
     steps = _check_list("steps", steps, 1, MAX_STEPS, True)
-    topk = _check_list("topk", topk, 1, 16, True)
+    topk = _check_list("topk", topk, 1, 64, True)
     draft_tokens = _check_list("draft-tokens", draft_tokens, 1, 512, True)
     accept = _check_list("accept", accept, 1.0)
     tp = _check_list("tp", tp, 1, 1024, True)
@@ -155,7 +156,7 @@ def sweep(
     if gpu is not None and not gpu:
         raise SpecsimError("gpu", gpu, "the list is empty")
 
-    sc = build_scenario(scenario, engine="sglang" if gpu else None) if gpu else build_scenario(scenario)
+    sc = build_scenario(scenario)
     s0 = sc.speculation
     steps = steps or [s0.steps]
     topk = topk or [s0.topk]
@@ -165,8 +166,11 @@ def sweep(
         if any(h % t for h in heads):
             raise SpecsimError("tp", t, f"must divide the attention heads {heads}")
 
-    # acceptance axis: rates (n_acc, smax)
-    ref = accept_at_steps or s0.steps
+    # acceptance axis: rates (n_acc, smax). An accept length is tied to the step count it was
+    # measured at: --accept-at-steps, else the one swept step count, else the scenario's steps.
+    if accept_at_steps is not None and not 1 <= accept_at_steps <= MAX_STEPS:
+        raise SpecsimError("accept-at-steps", accept_at_steps, f"must be an integer in [1, {MAX_STEPS}]")
+    ref = accept_at_steps or (steps[0] if len(steps) == 1 else s0.steps)
     if accept is not None:
         bad = [a for a in accept if a > ref + 1]
         if bad:
@@ -201,8 +205,7 @@ def sweep(
         gpu_names = []
         cols: dict[str, list] = {k: [] for k in ("hbm_bytes_per_s", "mem_efficiency", "flop_efficiency", "kernel_floor_us",
                                                 "flops_attention", "flops_dense", "flops_shared", "flops_routed",
-                                                "flops_head", "flops_draft", "flops_bf16", "allreduce_bus_bytes_per_s",
-                                                "allreduce_eager_bus_bytes_per_s")}
+                                                "flops_head", "flops_draft", "flops_bf16", "allreduce_bus_bytes_per_s")}
         alpha = []
         dt = sc.target.dtypes
         for name in gpu:
@@ -213,8 +216,7 @@ def sweep(
                     "flops_attention": g.flops_for(dt.attention), "flops_dense": g.flops_for(dt.dense_mlp),
                     "flops_shared": g.flops_for(dt.shared_experts), "flops_routed": g.flops_for(dt.routed_experts),
                     "flops_head": g.flops_for(dt.lm_head), "flops_draft": g.flops_for(sc.draft.dtype),
-                    "flops_bf16": g.peak_flops["bf16"], "allreduce_bus_bytes_per_s": ar.bus_bytes_per_s,
-                    "allreduce_eager_bus_bytes_per_s": ar.bus_bytes_per_s}
+                    "flops_bf16": g.peak_flops["bf16"], "allreduce_bus_bytes_per_s": ar.bus_bytes_per_s}
             for k, v in vals.items():
                 cols[k].append(v)
             alpha.append([ar.alpha_at(int(t)) for t in tps])
@@ -223,7 +225,12 @@ def sweep(
         a = np.asarray(alpha).T  # (tp, gpu)
         shape = [1] * len(AXES)
         shape[1], shape[4] = a.shape
-        p["allreduce_alpha_graph_us"] = p["allreduce_alpha_eager_us"] = a.reshape(shape)
+        p["allreduce_alpha_graph_us"] = a.reshape(shape)
+        if sc.parallel.allreduce_eager is None:  # the eager path is the graph path's implementation
+            p["allreduce_alpha_eager_us"] = a.reshape(shape)
+            p["allreduce_eager_bus_bytes_per_s"] = p["allreduce_bus_bytes_per_s"]
+        elif tp is not None:
+            p["allreduce_alpha_eager_us"] = _axis([sc.parallel.allreduce_eager.alpha_at(int(t)) for t in tps], 1)
     elif tp is not None:
         ar, are = sc.parallel.allreduce, sc.parallel.allreduce_eager or sc.parallel.allreduce
         p["allreduce_alpha_graph_us"] = _axis([ar.alpha_at(int(t)) for t in tps], 1)
@@ -286,5 +293,10 @@ def sweep(
     columns = {c: np.concatenate(v) for c, v in out.items()}
     res = SweepResult(scenario=sc.name, columns=columns, gpu_names=gpu_names, accept_labels=labels)
     if gpu:
-        res.notes.append("GPU axis uses each GPU preset with its default all-reduce and the sglang engine preset")
+        res.notes.append("GPU axis: each GPU preset with its default graph all-reduce; engine behaviour and the eager "
+                         "collective path stay the scenario's (as `specsim predict --gpu`)")
+    if accept is not None:
+        res.notes.append(f"accept lengths are chain (topk=1) accept lengths at {ref} steps; other step counts and "
+                         "trees follow from the per-position profile they imply")
+    res.notes.extend(sc.notes)
     return res

@@ -60,12 +60,19 @@ class WhatIf:
     def markdown(self) -> str:
         from .render import table_markdown
 
-        return f"**What if: {self.change}** (modeled)\n\n" + table_markdown(["metric", "before", "after", "delta", "delta %"], self.rows())
+        return (f"**What if: {self.change}** (modeled)\n\n" + table_markdown(["metric", "before", "after", "delta", "delta %"], self.rows())
+                + self._warnings().replace("\nwarning", "\n\n> warning"))
+
+    def _warnings(self) -> str:
+        lines = [f"warning (before): {w}" for w in self.before.warnings]
+        lines += [f"warning (after): {w}" for w in self.after.warnings if w not in self.before.warnings]
+        return "".join("\n" + x for x in lines)
 
     def __repr__(self) -> str:
         from .render import table_text
 
-        return table_text(["metric", "before", "after", "delta", "delta %"], self.rows(), f"what if: {self.change} (modeled)")
+        return table_text(["metric", "before", "after", "delta", "delta %"], self.rows(),
+                          f"what if: {self.change} (modeled)") + self._warnings()
 
     def _repr_html_(self) -> str:
         from .render import table_html
@@ -82,6 +89,8 @@ def _best_steps(sc: Scenario, max_steps: int = 10) -> tuple[int, float]:
 
 
 def compare(before: Scenario, after: Scenario, lever: str, change: str) -> WhatIf:
+    """Before/after predictions; the after side is a modeled change, so it carries no measurements."""
+    after = after.model_copy(update={"provenance": {k: v for k, v in after.provenance.items() if k != "measured"}})
     bs, bt = _best_steps(before)
     as_, at = _best_steps(after)
     return WhatIf(lever, change, evaluate(before), evaluate(after), bs, as_, bt, at)

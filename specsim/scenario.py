@@ -103,7 +103,7 @@ class Attention(_Model):
 
 
     @model_validator(mode="after")
-    def _heads(self) -> "Attention":
+    def _heads(self) -> Attention:
         if self.kind == "gqa" and self.num_heads % self.num_kv_heads:
             raise ValueError(f"num_heads={self.num_heads} must be a multiple of num_kv_heads={self.num_kv_heads}")
         return self

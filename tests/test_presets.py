@@ -5,7 +5,16 @@ from pathlib import Path
 
 import pytest
 
-from specsim.presets import allreduce_names, engine_names, get_allreduce, get_engine, get_gpu, get_model, gpu_names, model_names
+from specsim.presets import (
+    allreduce_names,
+    engine_names,
+    get_allreduce,
+    get_engine,
+    get_gpu,
+    get_model,
+    gpu_names,
+    model_names,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -94,7 +94,7 @@ def scenario_params(sc: Scenario) -> Params:
         "draft_heads": float(d.num_heads),
         "draft_kv_heads": float(d.num_kv_heads),
         "draft_head_dim": float(d.head_dim),
-        "draft_vocab": float(d.draft_vocab),
+        "draft_vocab": float(t.vocab if d.lm_head == "target" else d.draft_vocab),
         "draft_fuse": float(d.fuse_hidden_states),
         "bytes_draft": DTYPE_BYTES[d.dtype],
         "draft_kernels_per_layer": float(d.kernels_per_layer or (2 + 1 + 4 + 2 + 2 + par.allreduces_per_layer)),

@@ -165,7 +165,10 @@ class DraftModel(_Model):
     num_heads: int = Field(ge=1)
     num_kv_heads: int = Field(ge=1)
     head_dim: int = Field(ge=1)
-    draft_vocab: int = Field(ge=1, description="lm_head rows; the target vocab if the head shares the target's")
+    draft_vocab: int = Field(ge=1, description="rows of the head's own lm_head (EAGLE-3: a reduced draft vocab)")
+    lm_head: Literal["own", "target"] = Field(
+        "own", description="'own': the head's draft_vocab lm_head; 'target': the target's full lm_head (MTP/NextN style)"
+    )
     fuse_hidden_states: int = Field(3, ge=1, description="target hidden states concatenated by the fc")
     dtype: Dtype = "bf16"
     kernels_per_layer: int = Field(0, ge=0)

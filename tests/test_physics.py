@@ -143,3 +143,14 @@ def test_tok_s_is_tokens_over_cycle():
     assert p.tok_s == pytest.approx(4 * 2.2 / p.cycle_ms * 1e3, rel=1e-4)
     assert sum(p.phases_ms.values()) == pytest.approx(p.cycle_ms)
     assert sum(p.verify_breakdown_ms.values()) == pytest.approx(p.verify_ms)
+
+
+def test_draft_sharing_target_lm_head_costs_more():
+    from specsim.presets import scenario_from_dict
+
+    sc = specsim.build_scenario()
+    d = sc.model_dump()
+    d["draft"]["lm_head"] = "target"
+    own, shared = specsim.predict(sc), specsim.predict(scenario_from_dict(d))
+    assert shared.phases_ms["draft"] > own.phases_ms["draft"]
+    assert shared.verify_ms == pytest.approx(own.verify_ms)

@@ -332,14 +332,11 @@ def base_scenario(
     """A fresh scenario from presets (no fitted values): what calibration starts from."""
     from .presets import get_allreduce, get_engine, get_gpu, get_model, scenario_from_dict
 
-    if tp < 1:
-        raise SpecsimError("tp", tp, "TP size must be an integer >= 1")
+    from .predict import check_tp
+
     target, draft = get_model(model)
     g, ar = get_gpu(gpu)
-    for who, heads in (("target", target.attention.num_heads), ("draft", draft.num_heads)):
-        if heads % tp:
-            ok = [d for d in range(1, heads + 1) if heads % d == 0]
-            raise SpecsimError("tp", tp, f"must divide the {who} model's {heads} attention heads; allowed: {ok}")
+    check_tp(tp, target.attention.num_heads, draft.num_heads)
     t = target.model_dump()
     if dtype is not None:
         allowed = ("bf16", "fp8", "int4")

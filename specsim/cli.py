@@ -542,7 +542,7 @@ def whatif_gpu_cmd(
     as_json: bool = JsonOpt,
     fmt: Fmt = FmtOpt,
 ) -> None:
-    """Swap the GPU (preset numbers, its default all-reduce and the sglang engine preset)."""
+    """Swap the GPU of the same deployment (its numbers and default graph all-reduce; engine kept)."""
     from .whatif import whatif_gpu
 
     _show_whatif(whatif_gpu(scenario, to=to, steps=steps), as_json, fmt)

@@ -15,6 +15,16 @@ from .presets import get_gpu, get_model, load_scenario
 from .scenario import Acceptance, Scenario
 
 
+def check_tp(tp: int, target_heads: int, draft_heads: int) -> None:
+    """TP must be >= 1 and divide the attention heads of the target and of the draft head."""
+    if tp < 1:
+        raise SpecsimError("tp", tp, "TP size must be an integer >= 1")
+    for who, heads in (("target", target_heads), ("draft", draft_heads)):
+        if heads % tp:
+            ok = [d for d in range(1, heads + 1) if heads % d == 0]
+            raise SpecsimError("tp", tp, f"must divide the {who} model's {heads} attention heads; allowed: {ok}")
+
+
 def _check_accept(accept: float, steps: int) -> None:
     if not (1.0 <= accept <= steps + 1):
         raise SpecsimError("accept", accept, f"accept length must be in [1, steps+1] = [1, {steps + 1}] for steps={steps}")
@@ -77,14 +87,8 @@ def build_scenario(
         data["parallel"]["allreduce"] = ar.model_dump()
         data["name"] = f"{data['name']}+gpu={gpu}"
     if tp is not None:
-        if tp < 1:
-            raise SpecsimError("tp", tp, "TP size must be an integer >= 1")
         data["parallel"]["tp"] = tp
-    tp_now = data["parallel"]["tp"]
-    for who, heads in (("target", data["target"]["attention"]["num_heads"]), ("draft", data["draft"]["num_heads"])):
-        if heads % tp_now:
-            ok = [d for d in range(1, heads + 1) if heads % d == 0]
-            raise SpecsimError("tp", tp_now, f"must divide the {who} model's {heads} attention heads; allowed: {ok}")
+    check_tp(data["parallel"]["tp"], data["target"]["attention"]["num_heads"], data["draft"]["num_heads"])
     spec = data["speculation"]
     if steps is not None:
         if not 1 <= steps <= 64:

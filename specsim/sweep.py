@@ -17,7 +17,7 @@ from . import acceptance as acc
 from .cycle import baseline_step_ms, cycle_ms, cycle_phases_ms
 from .errors import SpecsimError
 from .params import scenario_params
-from .predict import build_scenario, rates_for
+from .predict import build_scenario, check_tp, rates_for
 from .scenario import DTYPE_BYTES  # noqa: F401  (re-exported for callers building custom grids)
 
 MAX_STEPS = 64
@@ -161,10 +161,8 @@ def sweep(
     steps = steps or [s0.steps]
     topk = topk or [s0.topk]
     smax = max(steps)
-    heads = (sc.target.attention.num_heads, sc.draft.num_heads)
     for t in tp or [sc.parallel.tp]:
-        if any(h % t for h in heads):
-            raise SpecsimError("tp", t, f"must divide the attention heads {heads}")
+        check_tp(int(t), sc.target.attention.num_heads, sc.draft.num_heads)
 
     # acceptance axis: rates (n_acc, smax). An accept length is tied to the step count it was
     # measured at: --accept-at-steps, else the one swept step count, else the scenario's steps.

@@ -330,9 +330,8 @@ def base_scenario(
     name: str | None = None,
 ) -> Scenario:
     """A fresh scenario from presets (no fitted values): what calibration starts from."""
-    from .presets import get_allreduce, get_engine, get_gpu, get_model, scenario_from_dict
-
     from .predict import check_tp
+    from .presets import get_allreduce, get_engine, get_gpu, get_model, scenario_from_dict
 
     target, draft = get_model(model)
     g, ar = get_gpu(gpu)

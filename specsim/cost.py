@@ -22,31 +22,43 @@ ACT_BYTES = 2.0  # bf16 activations on the wire
 LOGIT_BYTES = 4.0  # fp32 logits gathered across vocab shards
 
 
+def _is_zero(x) -> bool:
+    """A count that is a scalar zero: the operator does not exist in this architecture/engine."""
+    return np.ndim(x) == 0 and float(x) == 0.0
+
+
 class _Acc:
     """Accumulates operator times (µs) into components, for graph or eager launch."""
 
     def __init__(self, p: Params, graph):
         self.p = p
         self.graph = np.asarray(graph, dtype=float)
+        # scalar graph flags take a cheaper path (no per-kernel max for graph replays)
+        self.all_graph = self.graph.ndim == 0 and float(self.graph) == 1.0
         self.t = {c: 0.0 for c in COMPONENTS}
         self.kernels = 0.0
 
     def _launch(self, gpu_us, count):
         # graph: a fixed gap per node; eager: the host launch shows only where it outlasts the kernel
+        if self.all_graph:
+            return count * self.p["graph_node_us"]
         eager_excess = np.maximum(self.p["eager_launch_us"] - gpu_us, 0.0)
         return count * (self.graph * self.p["graph_node_us"] + (1 - self.graph) * eager_excess)
 
     def op(self, count, bytes_, flops, bw_eff, flop_rate, mem_component="weights"):
         """count x one operator reading bytes_ and doing flops (per kernel)."""
+        if _is_zero(count):
+            return
         p = self.p
-        mem_us = np.asarray(bytes_, dtype=float) / (p["hbm_bytes_per_s"] * bw_eff) * 1e6
-        cmp_us = np.asarray(flops, dtype=float) / (flop_rate * p["flop_efficiency"]) * 1e6
-        mem_bound = mem_us >= cmp_us
-        self.t[mem_component] = self.t[mem_component] + count * np.where(mem_bound, mem_us, 0.0)
-        self.t["compute"] = self.t["compute"] + count * np.where(mem_bound, 0.0, cmp_us)
+        mem_us = np.asarray(bytes_, dtype=float) * (1e6 / (p["hbm_bytes_per_s"] * bw_eff))
+        cmp_us = np.asarray(flops, dtype=float) * (1e6 / (flop_rate * p["flop_efficiency"]))
+        busy = np.maximum(mem_us, cmp_us)
+        compute = np.where(mem_us >= cmp_us, 0.0, busy)
+        self.t[mem_component] = self.t[mem_component] + count * (busy - compute)
+        self.t["compute"] = self.t["compute"] + count * compute
         floor = p["kernel_floor_us"]
         self.t["kernel_fixed"] = self.t["kernel_fixed"] + count * floor
-        self.t["launch"] = self.t["launch"] + self._launch(np.maximum(mem_us, cmp_us) + floor, count)
+        self.t["launch"] = self.t["launch"] + self._launch(busy + floor, count)
         self.kernels = self.kernels + count
 
     def small(self, count):
@@ -54,6 +66,8 @@ class _Acc:
 
         Unfused eager frameworks run each elementwise op as its own kernel: ``small_kernel_factor``.
         """
+        if _is_zero(count):
+            return
         count = count * self.p.get("small_kernel_factor", 1.0)
         floor = self.p["kernel_floor_us"]
         self.t["kernel_fixed"] = self.t["kernel_fixed"] + count * floor
@@ -61,6 +75,8 @@ class _Acc:
         self.kernels = self.kernels + count
 
     def collective(self, count, us):
+        if _is_zero(count):
+            return
         self.t["allreduce"] = self.t["allreduce"] + count * us
         self.t["launch"] = self.t["launch"] + self._launch(us, count)
         self.kernels = self.kernels + count

@@ -27,9 +27,9 @@ MAX_RESIDUAL_PCT = 60.0  # beyond this the inputs, not the parameters, are wrong
 # flat parameter -> (unit, meaning, prior log-sigma, lower, upper)
 PARAMETERS: dict[str, tuple[str, str, float, float, float]] = {
     "kernel_floor_us": ("us", "minimum GPU time of one kernel", 0.5, 0.5, 20.0),
-    "mem_efficiency": ("1", "achieved/datasheet HBM BW of weight GEMMs", 0.25, 0.2, 1.0),
-    "moe_mem_efficiency": ("1", "achieved/datasheet HBM BW of routed-expert GEMMs", 0.5, 0.05, 1.0),
-    "attention_mem_efficiency": ("1", "achieved/datasheet HBM BW of attention over the KV cache", 0.5, 0.05, 1.0),
+    "mem_efficiency": ("fraction", "achieved/datasheet HBM BW of weight GEMMs", 0.25, 0.2, 1.0),
+    "moe_mem_efficiency": ("fraction", "achieved/datasheet HBM BW of routed-expert GEMMs", 0.5, 0.05, 1.0),
+    "attention_mem_efficiency": ("fraction", "achieved/datasheet HBM BW of attention over the KV cache", 0.5, 0.05, 1.0),
     "allreduce_alpha_graph_us": ("us", "all-reduce latency (graph-captured path)", 0.7, 0.5, 500.0),
     "allreduce_alpha_eager_us": ("us", "all-reduce latency (eager path)", 0.7, 0.5, 500.0),
     "graph_node_us": ("us", "CUDA-graph cost per captured kernel", 0.5, 0.05, 10.0),
@@ -160,8 +160,16 @@ def fit(
     baseline_tok_s: float | None = None,
     cycles: list[dict] | None = None,
     names: list[str] | None = None,
+    bootstrap: int = 0,
+    progress: bool | None = None,
 ) -> CalibrationResult:
-    """Fit the scenario's physical parameters to verify points, a baseline and cycle times."""
+    """Fit the scenario's physical parameters to verify points, a baseline and cycle times.
+
+    The covariance comes from the Jacobian at the optimum; with ``bootstrap=N`` it comes instead
+    from N refits to measurements redrawn within their 2 % noise and priors redrawn within their
+    widths (a parametric bootstrap that also sees the bounds and the non-linearity), with a
+    progress bar on stderr.
+    """
     from scipy.optimize import least_squares
 
     cycles = cycles or []
@@ -200,17 +208,39 @@ def fit(
             q[n] = v
         return q
 
-    def resid(x):
-        mv = _model_values(with_x(x), points, base_ms, cycles)
-        r_data = np.log(np.maximum(mv, 1e-9) / meas_arr) / MEAS_REL_SIGMA
-        return np.concatenate([r_data, (x - x0) / psig])
+    def make_resid(meas_v, centre):
+        def resid(x):
+            mv = _model_values(with_x(x), points, base_ms, cycles)
+            r_data = np.log(np.maximum(mv, 1e-9) / meas_v) / MEAS_REL_SIGMA
+            return np.concatenate([r_data, (x - centre) / psig])
+        return resid
 
-    sol = least_squares(resid, x0, bounds=(lo, hi), method="trf", x_scale=1.0)
+    sol = least_squares(make_resid(meas_arr, x0), x0, bounds=(lo, hi), method="trf", x_scale=1.0)
     J = sol.jac
     try:
         cov = np.linalg.inv(J.T @ J)
     except np.linalg.LinAlgError:
         cov = np.linalg.pinv(J.T @ J)
+    if bootstrap:
+        if bootstrap < 10:
+            raise SpecsimError("bootstrap", bootstrap, "use at least 10 resamples (or 0 for the Jacobian covariance)")
+        import sys
+
+        rng = np.random.default_rng(0)  # deterministic bands for the same inputs
+        show = progress if progress is not None else True
+        draws = []
+        for i in range(bootstrap):
+            m_b = meas_arr * np.exp(MEAS_REL_SIGMA * rng.standard_normal(meas_arr.shape))
+            c_b = x0 + psig * rng.standard_normal(x0.shape)
+            sb = least_squares(make_resid(m_b, c_b), sol.x, bounds=(lo, hi), method="trf", x_scale=1.0)
+            draws.append(sb.x)
+            if show:
+                done = (i + 1) / bootstrap
+                sys.stderr.write(f"\rbootstrap [{'#' * int(30 * done):<30}] {i + 1}/{bootstrap}")
+                sys.stderr.flush()
+        if show:
+            sys.stderr.write("\n")
+        cov = np.atleast_2d(np.cov(np.array(draws).T))
     sd = np.sqrt(np.maximum(np.diag(cov), 0.0))
     values = dict(zip(names, map(float, np.exp(sol.x))))
     fitted_p = with_x(sol.x)

@@ -273,6 +273,7 @@ def calibrate(
     engine: str = typer.Option("sglang", "--engine", help="engine preset"),
     baseline_tok_s: float | None = typer.Option(None, "--baseline-tok-s", help="measured plain-decode tok/s"),
     from_log: list[Path] = typer.Option([], "--from-log", help="SGLang/vLLM log or bench JSONL; repeat"),
+    bootstrap: int = typer.Option(0, "--bootstrap", help="N refits for the uncertainty (default: Jacobian covariance)"),
     out: Path = typer.Option(..., "--out", "-o", help="scenario JSON to write"),
     as_json: bool = typer.Option(False, "--json", help="print the fit as JSON"),
 ) -> None:
@@ -311,7 +312,9 @@ def calibrate(
 
         sc = scenario_from_dict(data)
         ingest_note = f"ingested {len(from_log)} file(s): {len(cycles)} cycle point(s), {res.lines_skipped} line(s) skipped"
-    result = fit(sc, pts, baseline_tok_s=baseline_tok_s, cycles=cycles)
+    if bootstrap < 0:
+        _fail(f"bootstrap: got {bootstrap}; must be 0 (Jacobian) or >= 10 resamples")
+    result = fit(sc, pts, baseline_tok_s=baseline_tok_s, cycles=cycles, bootstrap=bootstrap)
     text = result.scenario.model_dump_json(indent=1) + "\n"
     if as_json:
         _emit(result.to_dict())

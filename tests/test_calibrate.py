@@ -121,3 +121,21 @@ def test_cli_validate_max_mape(run_cli):
     assert code == 0 and "MAPE" in out
     code, _, err = run_cli("validate", "kimi-k2.5-seed", "--fit", "3", "--max-mape", "0.01")
     assert code == 1 and "MAPE" in err
+
+
+def test_bootstrap_band_is_deterministic_and_brackets_the_fit():
+    sc = base_scenario("kimi-k2.5", "h200", 8, graph=False)
+    a = fit(sc, [Point(3, 25.6), Point(6, 28.7)], bootstrap=12, progress=False)
+    b = fit(sc, [Point(3, 25.6), Point(6, 28.7)], bootstrap=12, progress=False)
+    assert np.allclose(a.cov_log, b.cov_log)
+    import specsim
+
+    curve = specsim.verify_ms([3, 32], a.scenario)
+    assert all(lo < v < hi for lo, v, hi in zip(curve.verify_ms_low, curve.verify_ms, curve.verify_ms_high))
+
+
+def test_bootstrap_needs_enough_resamples():
+    from specsim.errors import SpecsimError
+
+    with pytest.raises(SpecsimError):
+        fit(base_scenario("kimi-k2.5", "h200", 8), [Point(3, 25.6)], bootstrap=3)

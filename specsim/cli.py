@@ -684,7 +684,9 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(130)
     except Exception as exc:  # click usage errors (vendored by typer) and bad files: one line, exit 2
         if hasattr(exc, "format_message"):
-            typer.echo(f"error: {one_line(exc.format_message())}", err=True)
+            msg = one_line(exc.format_message())
+            if msg:  # no-args help has already been shown and carries no message
+                typer.echo(f"error: {msg}", err=True)
             sys.exit(getattr(exc, "exit_code", 2) or 2)
         if isinstance(exc, (OSError, ValueError)):
             typer.echo(f"error: {one_line(exc)}", err=True)

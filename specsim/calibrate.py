@@ -36,6 +36,7 @@ PARAMETERS: dict[str, tuple[str, str, float, float, float]] = {
     "graph_fixed_us": ("us", "CUDA-graph replay fixed cost", 0.7, 1.0, 5000.0),
     "eager_launch_us": ("us", "host launch cost per eager kernel", 0.4, 1.0, 50.0),
     "host_per_cycle_ms": ("ms", "host scheduling + bookkeeping per speculative cycle", 0.8, 0.01, 50.0),
+    "multi_token_extra_us_per_layer": ("us", "extra GPU time per layer of the multi-token path vs 1-token decode", 1.5, 0.01, 500.0),
     "host_per_decode_step_ms": ("ms", "host scheduling per decode iteration", 0.8, 0.01, 50.0),
 }
 
@@ -50,7 +51,9 @@ _PATHS = {
     "eager_launch_us": ("engine", "eager_launch_us"),
     "host_per_cycle_ms": ("engine", "host_per_cycle_ms"),
     "host_per_decode_step_ms": ("engine", "host_per_decode_step_ms"),
+    "multi_token_extra_us_per_layer": ("engine", "multi_token_extra_us_per_layer"),
 }
+MULTI_TOKEN_PRIOR_US = 1.0  # prior when the data include 1-token and multi-token forwards (assumed)
 
 
 @dataclass(frozen=True)
@@ -76,7 +79,8 @@ def parse_point(text: str) -> Point:
     return Point(k, ms)
 
 
-def free_parameters(sc: Scenario, n_verify: int, has_baseline: bool, has_cycles: bool) -> list[str]:
+def free_parameters(sc: Scenario, n_verify: int, has_baseline: bool, has_cycles: bool,
+                    mixes_paths: bool = False) -> list[str]:
     """Parameters this data can speak to, in order of physical relevance for the scenario."""
     e = sc.engine
     names = ["kernel_floor_us"]
@@ -94,6 +98,8 @@ def free_parameters(sc: Scenario, n_verify: int, has_baseline: bool, has_cycles:
             names.append("allreduce_alpha_graph_us")
     if has_cycles:
         names.append("host_per_cycle_ms")
+    if mixes_paths:  # 1-token and multi-token forwards: the switch between the two paths is visible
+        names.append("multi_token_extra_us_per_layer")
     return names
 
 
@@ -182,11 +188,13 @@ def fit(
     if not points and baseline_tok_s is None and not cycles:
         raise SpecsimError("point", None, "give at least one --point K=MS, --baseline-tok-s or a log with timings")
     p0 = scenario_params(sc)
-    names = names or free_parameters(sc, len(points), baseline_tok_s is not None, bool(cycles))
+    widths = {pt.tokens > 1 for pt in points}
+    names = names or free_parameters(sc, len(points), baseline_tok_s is not None, bool(cycles),
+                                     mixes_paths=len(widths) == 2 and len(points) >= 3)
     prior = {n: _get(p0, n) for n in names}
     for n in names:
         if prior[n] <= 0:
-            prior[n] = PARAMETERS[n][3] * 2
+            prior[n] = MULTI_TOKEN_PRIOR_US if n == "multi_token_extra_us_per_layer" else PARAMETERS[n][3] * 2
     meas = [pt.ms for pt in points]
     base_ms = None
     if baseline_tok_s is not None:

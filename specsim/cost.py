@@ -182,6 +182,9 @@ def target_forward_ms(p: Params, tokens_per_request, batch=None, ctx=None, graph
 
     # --- the multi-token (verify / extend) path launches extra kernels per layer
     acc.small(np.where(multi, p["multi_token_kernels_per_layer"], 0.0) * L)
+    extra = p.get("multi_token_extra_us_per_layer", 0.0)
+    if not _is_zero(extra):
+        acc.t["kernel_fixed"] = acc.t["kernel_fixed"] + np.where(multi, extra, 0.0) * L
 
     # --- collectives: per-layer all-reduces, embedding all-reduce, logits all-gather
     alpha, bw = _allreduce_params(p, graph)

@@ -107,6 +107,7 @@ def scenario_params(sc: Scenario) -> Params:
         "graph_node_us": e.graph_node_us,
         "eager_launch_us": e.eager_launch_us,
         "multi_token_kernels_per_layer": float(e.multi_token_kernels_per_layer),
+        "multi_token_extra_us_per_layer": e.multi_token_extra_us_per_layer,
         "sample_kernels": float(e.sample_kernels),
         "host_sync_us": e.host_sync_us,
         "host_per_cycle_ms": e.host_per_cycle_ms,

@@ -189,6 +189,9 @@ class Engine(_Model):
     multi_token_kernels_per_layer: int = Field(
         0, ge=0, description="extra kernels per layer on the multi-token (verify/extend) path vs 1-token decode"
     )
+    multi_token_extra_us_per_layer: float = Field(
+        0.0, ge=0, description="extra GPU time per layer of the multi-token (verify/extend) kernels vs the 1-token decode path"
+    )
     sample_kernels: int = Field(12, ge=0, description="eager kernels of accept/sample and tree build per cycle")
     host_sync_us: float = Field(30.0, ge=0, description="GPU->CPU sync round trip (.tolist()/.item())")
     host_per_cycle_ms: float = Field(0.6, ge=0, description="scheduler + Python bookkeeping per spec cycle")

@@ -139,3 +139,18 @@ def test_bootstrap_needs_enough_resamples():
 
     with pytest.raises(SpecsimError):
         fit(base_scenario("kimi-k2.5", "h200", 8), [Point(3, 25.6)], bootstrap=3)
+
+
+def test_cli_calibrate_from_log_uses_cycles_and_acceptance(run_cli, tmp_path):
+    from pathlib import Path
+
+    log = Path(__file__).parent / "fixtures" / "ingest" / "bench_speculative.jsonl"
+    out = tmp_path / "cal.json"
+    code, stdout, err = run_cli("calibrate", "--model", "llama-3.1-8b", "--gpu", "h100", "--tp", "1",
+                                "--from-log", str(log), "--point", "4=9.5", "--out", str(out), "--json")
+    assert code == 0, err
+    d = json.loads(stdout)
+    assert "host_per_cycle_ms" in d["parameters"]
+    assert any(p["kind"] == "cycle" for p in d["points"])
+    sc = json.loads(out.read_text())
+    assert sc["acceptance"]["source"].startswith("ingested from")

@@ -328,16 +328,16 @@ def payback(
 
 
 def _best_over_steps(sc, rates: np.ndarray, max_steps: int):
-    """The step count in 1..max_steps with the highest modeled tok/s for these rates."""
-    from .predict import predict
+    """The step count in 1..max_steps with the highest modeled tok/s for these rates.
 
-    best = None
-    for k in range(1, max_steps + 1):
-        p = predict(sc, steps=k, accept_rates=[float(x) for x in rates[:k]])
-        if best is None or p.tok_s > best.tok_s:
-            best = p
-    assert best is not None
-    return best
+    One vectorised sweep finds the step count; one prediction at it gives the full result.
+    """
+    from .predict import predict
+    from .sweep import sweep
+
+    profile = [float(x) for x in rates[:max_steps]]
+    best = sweep(sc, steps=list(range(1, max_steps + 1)), accept_rates=[profile], progress=False).best()["steps"]
+    return predict(sc, steps=best, accept_rates=profile[:best])
 
 
 def whatif_training(

@@ -18,7 +18,6 @@ from .cycle import baseline_step_ms, cycle_ms, cycle_phases_ms
 from .errors import SpecsimError
 from .params import scenario_params
 from .predict import build_scenario, check_tp, rates_for
-from .scenario import DTYPE_BYTES  # noqa: F401  (re-exported for callers building custom grids)
 
 MAX_STEPS = 64
 AXES = ("accept", "tp", "batch", "ctx", "gpu", "allreduce_scale")

@@ -133,17 +133,10 @@ def whatif_allreduce(scenario=None, *, scale: float | None = None, impl: str | N
 
 
 def whatif_gpu(scenario=None, *, to: str, **overrides) -> WhatIf:
-    """Swap the accelerator only: same engine behaviour and collective paths, the new GPU's
-    bandwidth, FLOP/s, efficiencies and its default graph all-reduce."""
-    from .presets import get_gpu
-
+    """Swap the accelerator of the same deployment (``build_scenario``'s ``gpu`` policy: engine
+    behaviour and eager collective path kept, the new GPU's numbers and default graph all-reduce)."""
     before = build_scenario(scenario, **overrides)
-    g, ar = get_gpu(to)
-
-    def swap(d):
-        d["gpu"] = g.model_dump()
-        d["parallel"]["allreduce"] = ar.model_dump()
-    after = _edit(before, swap)
+    after = build_scenario(before, gpu=to)
     return compare(before, after, "gpu", f"GPU {before.gpu.name} -> {after.gpu.name}")
 
 

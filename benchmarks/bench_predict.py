@@ -24,8 +24,8 @@ def main() -> None:
     assert r.returncode == 0, r.stderr
 
     import specsim
-    from specsim.cycle import baseline_step_ms, cycle_ms, cycle_phases_ms
-    from specsim.params import scenario_params
+    from specsim.physics.cycle import baseline_step_ms, cycle_ms, cycle_phases_ms
+    from specsim.physics.params import scenario_params
 
     specsim.predict()  # warm
     n = 50
@@ -50,7 +50,7 @@ def main() -> None:
     speedup = tok_s * base / (p["batch"] * 1e3)
     dt = time.perf_counter() - t0
     assert np.isfinite(speedup).all()
-    from specsim.sweep import sweep
+    from specsim.analysis.sweep import sweep
 
     t0 = time.perf_counter()
     # exactly 1,000,000 configurations: 10 steps x 100 accept lengths x 10 batches x 10 contexts x 10 AR scales
@@ -60,7 +60,7 @@ def main() -> None:
     sweep_s = time.perf_counter() - t0
     print(f"CLI predict (subprocess, cold):      {cli_s * 1e3:8.1f} ms")
     print(f"API predict (one scenario, warm):    {api_ms:8.2f} ms")
-    print(f"specsim.sweep grid, {res.n:,} configurations: {sweep_s * 1e3:8.1f} ms  -> {res.n / sweep_s:,.0f} evaluations/s")
+    print(f"specsim.analysis.sweep grid, {res.n:,} configurations: {sweep_s * 1e3:8.1f} ms  -> {res.n / sweep_s:,.0f} evaluations/s")
     print(f"worst case, {N:,} random points (every parameter differs per point): {dt * 1e3:8.1f} ms "
           f"-> {N / dt:,.0f} evaluations/s")
 

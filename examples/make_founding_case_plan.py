@@ -15,11 +15,11 @@ import html
 from pathlib import Path
 
 import specsim
-from specsim.figures import steps_sweep
-from specsim.io import write_atomic
-from specsim.predict import build_scenario, evaluate
-from specsim.render import table_html
-from specsim.report import ReportData, collect_report, markdown_table
+from specsim.output.figures import steps_sweep
+from specsim.io.files import write_atomic
+from specsim.analysis.predict import build_scenario, evaluate
+from specsim.output.render import table_html
+from specsim.output.report import ReportData, collect_report, markdown_table
 
 SCENARIO = None  # specsim's default scenario: the founding case
 STEPS = range(1, 11)
@@ -39,7 +39,7 @@ def _lever_row(name: str, what: str, sc) -> list[object]:
 
 def _training_row(name: str, what: str, sc) -> list[object] | None:
     try:
-        from specsim.training import whatif_training
+        from specsim.analysis.training import whatif_training
     except (ImportError, SyntaxError):
         return None
     w = whatif_training(scenario=sc, target_samples=TARGET_SAMPLES)
@@ -86,7 +86,7 @@ def framing_blocks(data: ReportData) -> list[tuple]:
 
     el = data.elasticities or {}
     top = sorted(((k, v) for k, v in el.items() if k not in ("tau", "accept_length")), key=lambda kv: kv[1])[:3]
-    from specsim.figures import ELASTICITY_LABELS
+    from specsim.output.figures import ELASTICITY_LABELS
 
     el_text = ", ".join(f"{ELASTICITY_LABELS.get(k, k)} ({v:+.2f})" for k, v in top)
 

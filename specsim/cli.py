@@ -125,7 +125,7 @@ def predict(
     fmt: Fmt = typer.Option(Fmt.text, "--format", help="text, markdown (md) or json"),
 ) -> None:
     """Predict speculative tok/s, speedup and where the cycle time goes."""
-    from .predict import predict as _predict
+    from .analysis.predict import predict as _predict
 
     res = _predict(
         scenario, model=model, gpu=gpu, tp=tp, steps=steps, topk=topk, draft_tokens=draft_tokens, accept=accept,
@@ -153,8 +153,8 @@ def verify(
     fmt: Fmt = typer.Option(Fmt.text, "--format"),
 ) -> None:
     """Target verify forward time (ms) per number of draft tokens per request."""
-    from .predict import verify_ms
-    from .render import verify_markdown
+    from .analysis.predict import verify_ms
+    from .output.render import verify_markdown
 
     curve = verify_ms(_ints(tokens, "tokens"), scenario, model=model, gpu=gpu, tp=tp, batch=batch, ctx=ctx)
     if as_json or fmt == Fmt.json:
@@ -168,7 +168,7 @@ def verify(
 @app.command()
 def scenarios(as_json: bool = typer.Option(False, "--json")) -> None:
     """List the built-in scenarios (the first is the default)."""
-    from .presets import DEFAULT_SCENARIO, builtin_scenarios, gpu_names, model_names
+    from .io.presets import DEFAULT_SCENARIO, builtin_scenarios, gpu_names, model_names
 
     sc = builtin_scenarios()
     if as_json:
@@ -181,7 +181,7 @@ def scenarios(as_json: bool = typer.Option(False, "--json")) -> None:
 
 
 def _scenario_for(scenario, model, gpu, tp, steps, topk, accept, batch, ctx):
-    from .predict import build_scenario
+    from .analysis.predict import build_scenario
 
     return build_scenario(scenario, model=model, gpu=gpu, tp=tp, steps=steps, topk=topk, accept=accept, batch=batch, ctx=ctx)
 
@@ -199,7 +199,7 @@ def scenario_show(
     ctx: int | None = CtxOpt,
 ) -> None:
     """Readable summary of a scenario's inputs and their sources."""
-    from .render import table_text
+    from .output.render import table_text
 
     sc = _scenario_for(scenario, model, gpu, tp, steps, topk, accept, batch, ctx)
     rows = [
@@ -248,7 +248,7 @@ def scenario_dump(
     out: Path | None = typer.Option(None, "--out", "-o", help="write to this file (atomically) instead of stdout"),
 ) -> None:
     """The full scenario as JSON (editable, and accepted back by --scenario FILE)."""
-    from .io import write_atomic
+    from .io.files import write_atomic
 
     sc = _scenario_for(scenario, model, gpu, tp, steps, topk, accept, batch, ctx)
     text = sc.model_dump_json(indent=1)
@@ -278,9 +278,9 @@ def calibrate(
     as_json: bool = typer.Option(False, "--json", help="print the fit as JSON"),
 ) -> None:
     """Fit the cost model to measured verify timings; write a scenario with uncertainty."""
-    from .calibrate import base_scenario, fit, parse_point
-    from .io import write_atomic
-    from .render import table_text
+    from .analysis.calibrate import base_scenario, fit, parse_point
+    from .io.files import write_atomic
+    from .output.render import table_text
 
     if batch is not None and batch < 1:
         _fail(f"batch: got {batch}; must be an integer >= 1")
@@ -291,7 +291,7 @@ def calibrate(
     cycles: list[dict] = []
     ingest_note = ""
     if from_log:
-        from .ingest import ingest_files
+        from .io.ingest import ingest_files
 
         res = ingest_files([str(f) for f in from_log])
         for c in res.cycle_points():
@@ -308,7 +308,7 @@ def calibrate(
         elif tau:
             steps = data["speculation"]["steps"]
             data["acceptance"] = {"accept_length": min(tau, steps + 1), "source": f"ingested from {', '.join(map(str, from_log))}"}
-        from .presets import scenario_from_dict
+        from .io.presets import scenario_from_dict
 
         sc = scenario_from_dict(data)
         ingest_note = f"ingested {len(from_log)} file(s): {len(cycles)} cycle point(s), {res.lines_skipped} line(s) skipped"
@@ -340,8 +340,8 @@ def validate(
     as_json: bool = typer.Option(False, "--json"),
 ) -> None:
     """Calibrate on a subset of measured points and score the prediction of all of them."""
-    from .calibrate import validate as _validate
-    from .render import table_text
+    from .analysis.calibrate import validate as _validate
+    from .output.render import table_text
 
     if max_mape is not None and not max_mape >= 0:
         _fail(f"max-mape: got {max_mape}; must be a percentage >= 0")
@@ -365,8 +365,8 @@ def ingest(
     as_json: bool = typer.Option(False, "--json"),
 ) -> None:
     """Summarise engine output: accept length, throughput, step time, per-position rates."""
-    from .ingest import ingest_files
-    from .render import table_text
+    from .io.ingest import ingest_files
+    from .output.render import table_text
 
     res = ingest_files([str(f) for f in files])
     if as_json:
@@ -432,9 +432,9 @@ def sweep(
     fmt: Fmt = typer.Option(Fmt.text, "--format"),
 ) -> None:
     """Sweep configurations (vectorised); print the best and a ranked table."""
-    from .render import table_markdown
-    from .sweep import COLUMNS
-    from .sweep import sweep as _sweep
+    from .output.render import table_markdown
+    from .analysis.sweep import COLUMNS
+    from .analysis.sweep import sweep as _sweep
 
     profiles = None
     if accept_rates is not None:
@@ -455,7 +455,7 @@ def sweep(
         if str(csv) == "-":
             typer.echo(res.to_csv(), nl=False)
             return
-        from .io import write_atomic
+        from .io.files import write_atomic
 
         write_atomic(csv, res.to_csv())
         typer.echo(f"wrote {res.n:,} rows to {csv}", err=True)
@@ -499,7 +499,7 @@ def whatif_training_cmd(
     fmt: Fmt = FmtOpt,
 ) -> None:
     """Accept length vs draft training samples (fitted, with band), tok/s and payback."""
-    from .training import whatif_training
+    from .analysis.training import whatif_training
 
     res = whatif_training(
         scenario, target_samples=_samples(target_samples, "target-samples"),
@@ -528,7 +528,7 @@ def whatif_allreduce_cmd(
     fmt: Fmt = FmtOpt,
 ) -> None:
     """All-reduce latency or implementation (e.g. the seed's NCCL tuning)."""
-    from .whatif import seed_nccl_tuning, whatif_allreduce
+    from .analysis.whatif import seed_nccl_tuning, whatif_allreduce
 
     if seed_tuning and any(x is not None for x in (scenario, scale, impl, alpha_us, steps)):
         _fail("seed-nccl-tuning: compares the two built-in seed scenarios; it takes no --scenario, --scale, --impl, "
@@ -546,7 +546,7 @@ def whatif_gpu_cmd(
     fmt: Fmt = FmtOpt,
 ) -> None:
     """Swap the GPU of the same deployment (its numbers and default graph all-reduce; engine kept)."""
-    from .whatif import whatif_gpu
+    from .analysis.whatif import whatif_gpu
 
     _show_whatif(whatif_gpu(scenario, to=to, steps=steps), as_json, fmt)
 
@@ -560,7 +560,7 @@ def whatif_tp_cmd(
     fmt: Fmt = FmtOpt,
 ) -> None:
     """Change the tensor-parallel size."""
-    from .whatif import whatif_tp
+    from .analysis.whatif import whatif_tp
 
     _show_whatif(whatif_tp(scenario, to=to, steps=steps), as_json, fmt)
 
@@ -575,7 +575,7 @@ def whatif_quant_cmd(
     fmt: Fmt = FmtOpt,
 ) -> None:
     """Quantise the experts (or other weights)."""
-    from .whatif import whatif_quant
+    from .analysis.whatif import whatif_quant
 
     _show_whatif(whatif_quant(scenario, dtype=dtype, target=target, steps=steps), as_json, fmt)
 
@@ -590,7 +590,7 @@ def whatif_graph_cmd(
     fmt: Fmt = FmtOpt,
 ) -> None:
     """Turn CUDA-graph capture of one phase on or off."""
-    from .whatif import whatif_graph
+    from .analysis.whatif import whatif_graph
 
     if on is None:
         _fail("on/off: say --on or --off")
@@ -606,7 +606,7 @@ def whatif_overlap_cmd(
     fmt: Fmt = FmtOpt,
 ) -> None:
     """Overlap scheduler on or off (SGLang spec v2 vs v1)."""
-    from .whatif import whatif_overlap
+    from .analysis.whatif import whatif_overlap
 
     if on is None:
         _fail("on/off: say --on or --off")
@@ -630,8 +630,8 @@ def explain(
     fmt: ExplainFmt = typer.Option(ExplainFmt.markdown, "--format", help="markdown, latex, text or json"),
 ) -> None:
     """Closed forms (sympy): break-even accept length, optimal steps, elasticities, with numbers."""
-    from .symbolic import closed_forms
-    from .symbolic import explain as _explain
+    from .analysis.symbolic import closed_forms
+    from .analysis.symbolic import explain as _explain
 
     kw = {k: v for k, v in dict(steps=steps, accept=accept, batch=batch).items() if v is not None}
     if fmt == ExplainFmt.json:
@@ -655,8 +655,8 @@ def report(
     fmt: str | None = typer.Option(None, "--format", help="html or md (default: from the --out suffix)"),
 ) -> None:
     """One self-contained report: summary, cycle, steps sweep, verify curve, training what-if, sensitivity, inputs."""
-    from .predict import build_scenario
-    from .report import write_report
+    from .analysis.predict import build_scenario
+    from .output.report import write_report
 
     samples = _samples(whatif, "whatif")
     suffix = out.suffix.lower()

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-import specsim.report as report
+import specsim.output.report as report
 
 _spec = importlib.util.spec_from_file_location("browser_check", Path(__file__).with_name("browser_check.py"))
 browser_check = sys.modules.setdefault("browser_check", importlib.util.module_from_spec(_spec))

@@ -5,9 +5,9 @@ import json
 import numpy as np
 import pytest
 
-from specsim.calibrate import Point, apply_parameters, base_scenario, fit, parse_point, validate
-from specsim.cycle import verify_breakdown
-from specsim.params import scenario_params
+from specsim.analysis.calibrate import Point, apply_parameters, base_scenario, fit, parse_point, validate
+from specsim.physics.cycle import verify_breakdown
+from specsim.physics.params import scenario_params
 
 TOKENS = [1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64]
 

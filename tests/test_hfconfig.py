@@ -5,8 +5,8 @@ import json
 import pytest
 
 from specsim.errors import SpecsimError
-from specsim.hfconfig import SUPPORTED_MODEL_TYPES, load_hf_config
-from specsim.presets import get_model
+from specsim.io.hfconfig import SUPPORTED_MODEL_TYPES, load_hf_config
+from specsim.io.presets import get_model
 
 LLAMA = {"model_type": "llama", "hidden_size": 4096, "num_hidden_layers": 32, "num_attention_heads": 32,
          "num_key_value_heads": 8, "vocab_size": 128256, "intermediate_size": 14336}

@@ -1,4 +1,4 @@
-"""Tests for specsim.ingest: SGLang / vLLM log and benchmark-output ingestion."""
+"""Tests for specsim.io.ingest: SGLang / vLLM log and benchmark-output ingestion."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-import specsim.ingest as ingest_mod
-from specsim.ingest import (
+import specsim.io.ingest as ingest_mod
+from specsim.io.ingest import (
     BenchRecord,
     CaptureRecord,
     DecodeRecord,

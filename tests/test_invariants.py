@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import specsim
-from specsim.presets import engine_names, gpu_names, model_names
+from specsim.io.presets import engine_names, gpu_names, model_names
 
 TP_FOR = {"kimi-k2.5": 8, "kimi-k2": 8, "deepseek-v3": 8, "qwen3-235b-a22b": 4, "qwen3-30b-a3b": 1,
           "llama-3.1-8b": 1, "llama-3.1-70b": 4}
@@ -40,7 +40,7 @@ def test_speedup_never_exceeds_accept_length_on_graph_engines():
 
 
 def test_allreduce_scale_never_helps():
-    from specsim.sweep import sweep
+    from specsim.analysis.sweep import sweep
 
     r = sweep(steps=[1, 3], batch=[1, 16], allreduce_scale=list(np.linspace(0.25, 4, 6)))
     tok = r.columns["tok_s"].reshape(2, 2, 6)  # steps x batch x scale (row-major over axes)

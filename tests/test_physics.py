@@ -6,11 +6,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import specsim
-from specsim import acceptance as acc
-from specsim.collectives import allreduce_us
-from specsim.cycle import baseline_step_ms, cycle_ms, cycle_phases_ms, verify_breakdown
-from specsim.moe import expected_distinct_experts, experts_read
-from specsim.params import scenario_params
+from specsim.physics import acceptance as acc
+from specsim.physics.collectives import allreduce_us
+from specsim.physics.cycle import baseline_step_ms, cycle_ms, cycle_phases_ms, verify_breakdown
+from specsim.physics.moe import expected_distinct_experts, experts_read
+from specsim.physics.params import scenario_params
 
 
 def test_distinct_experts_limits():
@@ -146,7 +146,7 @@ def test_tok_s_is_tokens_over_cycle():
 
 
 def test_draft_sharing_target_lm_head_costs_more():
-    from specsim.presets import scenario_from_dict
+    from specsim.io.presets import scenario_from_dict
 
     sc = specsim.build_scenario()
     d = sc.model_dump()

@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from specsim.presets import (
+from specsim.io.presets import (
     allreduce_names,
     engine_names,
     get_allreduce,

@@ -12,8 +12,8 @@ import plotly.offline
 import pytest
 
 import specsim
-import specsim.report as report
-from specsim import figures as F
+import specsim.output.report as report
+from specsim.output import figures as F
 from specsim.errors import SpecsimError
 
 FIGS = ("cycle", "steps", "verify", "training", "tornado")
@@ -135,7 +135,7 @@ def test_write_report_failure_leaves_no_file(monkeypatch, tmp_path):
 
 
 def test_write_report_failed_rename_keeps_old_file(monkeypatch, tmp_path):
-    import specsim.io
+    import specsim.io.files
 
     out = tmp_path / "r.html"
     out.write_text("old report")
@@ -144,7 +144,7 @@ def test_write_report_failed_rename_keeps_old_file(monkeypatch, tmp_path):
     def no_replace(src, dst):
         raise OSError("disk full")
 
-    monkeypatch.setattr(specsim.io.os, "replace", no_replace)
+    monkeypatch.setattr(specsim.io.files.os, "replace", no_replace)
     with pytest.raises(OSError):
         report.write_report(out)
     assert out.read_text() == "old report"
@@ -155,11 +155,11 @@ def test_write_report_failed_rename_keeps_old_file(monkeypatch, tmp_path):
 
 
 def test_sections_degrade_without_optional_modules(monkeypatch):
-    monkeypatch.setitem(sys.modules, "specsim.training", None)  # import -> ImportError
-    monkeypatch.setitem(sys.modules, "specsim.symbolic", None)
+    monkeypatch.setitem(sys.modules, "specsim.analysis.training", None)  # import -> ImportError
+    monkeypatch.setitem(sys.modules, "specsim.analysis.symbolic", None)
     d = report.collect_report(sweep_steps=range(1, 4), verify_tokens=[1, 3, 6])
     assert d.whatif is None and d.elasticities is None
-    assert "not available" in d.whatif_error and "specsim.training" in d.whatif_error
+    assert "not available" in d.whatif_error and "specsim.analysis.training" in d.whatif_error
     page = _page(d.to_html())
     assert page.count("not available") >= 2
     assert 'id="specsim-fig-training"' not in page and 'id="specsim-fig-tornado"' not in page
@@ -244,8 +244,8 @@ def test_example_plan_script_exists():
 
 
 def test_measurements_from_other_conditions_are_not_compared(monkeypatch):
-    monkeypatch.setitem(sys.modules, "specsim.training", None)  # keep it fast: these sections are not under test
-    monkeypatch.setitem(sys.modules, "specsim.symbolic", None)
+    monkeypatch.setitem(sys.modules, "specsim.analysis.training", None)  # keep it fast: these sections are not under test
+    monkeypatch.setitem(sys.modules, "specsim.analysis.symbolic", None)
     assert report.measurement_mismatch(specsim.build_scenario()) == ""
     assert report.measurement_mismatch(specsim.build_scenario(steps=3)) == ""  # steps: matched key by key
     # an override of the setup drops the recorded measurements (build_scenario), so nothing is compared

@@ -7,7 +7,7 @@ import pytest
 
 import specsim
 from specsim.errors import SpecsimError
-from specsim.sweep import sweep
+from specsim.analysis.sweep import sweep
 
 
 def test_seed_sweep_peaks_at_two_steps():

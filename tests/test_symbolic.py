@@ -1,4 +1,4 @@
-"""Tests for specsim.symbolic: closed forms of the cycle model against the numeric model."""
+"""Tests for specsim.analysis.symbolic: closed forms of the cycle model against the numeric model."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import pytest
 
 import specsim
 from specsim.errors import SpecsimError
-from specsim.symbolic import CYCLE_COMPONENTS, closed_forms, elasticities, explain, iid_optimal_steps
+from specsim.analysis.symbolic import CYCLE_COMPONENTS, closed_forms, elasticities, explain, iid_optimal_steps
 
 
 @lru_cache(maxsize=4)

@@ -1,4 +1,4 @@
-"""Tests for specsim.training: accept length versus draft-training samples, and the payback what-if."""
+"""Tests for specsim.analysis.training: accept length versus draft-training samples, and the payback what-if."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from specsim.errors import SpecsimError
-from specsim.training import (
+from specsim.analysis.training import (
     LIGHTSEEK_GPU_HOURS_PER_100K_SAMPLES,
     TrainingFit,
     default_training_data,

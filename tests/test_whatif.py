@@ -5,7 +5,7 @@ import json
 import pytest
 
 from specsim.errors import SpecsimError
-from specsim.whatif import (
+from specsim.analysis.whatif import (
     seed_nccl_tuning,
     whatif_allreduce,
     whatif_gpu,

@@ -15,10 +15,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .cycle import baseline_step_ms, cycle_ms, cycle_phases_ms, verify_breakdown
-from .errors import SpecsimError
-from .params import scenario_params
-from .scenario import Scenario
+from ..physics.cycle import baseline_step_ms, cycle_ms, cycle_phases_ms, verify_breakdown
+from ..errors import SpecsimError
+from ..physics.params import scenario_params
+from ..physics.schema import Scenario
 
 Z90 = 1.6448536269514722
 MEAS_REL_SIGMA = 0.02  # a measured forward time is good to ~2 %
@@ -369,7 +369,7 @@ def base_scenario(
 ) -> Scenario:
     """A fresh scenario from presets (no fitted values): what calibration starts from."""
     from .predict import check_tp
-    from .presets import get_allreduce, get_engine, get_gpu, get_model, scenario_from_dict
+    from ..io.presets import get_allreduce, get_engine, get_gpu, get_model, scenario_from_dict
 
     target, draft = get_model(model)
     g, ar = get_gpu(gpu)
@@ -414,7 +414,7 @@ def load_dataset(path: str) -> dict:
 
     f = Path(path)
     if not f.exists():
-        from .presets import data_root
+        from ..io.presets import data_root
 
         cand = data_root("calibration").joinpath("datasets", f"{path}.json")
         if not cand.is_file():

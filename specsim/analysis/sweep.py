@@ -13,10 +13,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from . import acceptance as acc
-from .cycle import baseline_step_ms, cycle_ms, cycle_phases_ms
-from .errors import SpecsimError
-from .params import scenario_params
+from ..physics import acceptance as acc
+from ..physics.cycle import baseline_step_ms, cycle_ms, cycle_phases_ms
+from ..errors import SpecsimError
+from ..physics.params import scenario_params
 from .predict import build_scenario, check_tp, rates_for
 
 MAX_STEPS = 64
@@ -77,7 +77,7 @@ class SweepResult:
         return "\n".join(lines) + "\n"
 
     def __repr__(self) -> str:
-        from .render import table_text
+        from ..output.render import table_text
 
         rows = [[r["steps"], r["topk"], r["draft_tokens"], r["accept_length"], r["tp"], r["batch"], r["ctx"], r["gpu"],
                  r["allreduce_scale"], r["tok_s"], r["speedup"], r["cycle_ms"]] for r in self.ranked(10)]
@@ -89,7 +89,7 @@ class SweepResult:
                 f"{b['tok_s']:.1f} tok/s, speedup {b['speedup']:.3f}\n\n" + table_text(head, rows, "ranked (top 10)") + notes)
 
     def _repr_html_(self) -> str:
-        from .render import table_html
+        from ..output.render import table_html
 
         rows = [[r[c] for c in COLUMNS] for r in self.ranked(10)]
         return table_html(list(COLUMNS), rows, f"sweep of {self.n:,} configurations (modeled)")
@@ -197,7 +197,7 @@ def sweep(
         p["allreduce_scale"] = _axis(allreduce_scale, 5)
     tps = tp or [sc.parallel.tp]
     if gpu is not None:
-        from .presets import get_gpu
+        from ..io.presets import get_gpu
 
         gpu_names = []
         cols: dict[str, list] = {k: [] for k in ("hbm_bytes_per_s", "mem_efficiency", "flop_efficiency", "kernel_floor_us",

@@ -28,7 +28,7 @@ from typing import Any
 
 import numpy as np
 
-from .cost import COMPONENTS
+from ..physics.cost import COMPONENTS
 
 OTHER_PHASES = ("draft", "accept", "draft_extend")  # GPU phases other than the verify forward
 CYCLE_COMPONENTS = COMPONENTS + OTHER_PHASES + ("host",)
@@ -78,14 +78,10 @@ def iid_optimal_steps(alpha: float, t_fixed_ms: float, t_step_ms: float, max_ste
             hi *= 2
         if g(hi) > 0:
             cont = math.inf
-        else:  # bisection: g > 0 below the single root, < 0 above it
-            lo = 0.0
-            for _ in range(200):
-                mid = 0.5 * (lo + hi)
-                lo, hi = (mid, hi) if g(mid) > 0 else (lo, mid)
-                if hi - lo < 1e-12:
-                    break
-            cont = 0.5 * (lo + hi)
+        else:  # g > 0 below the single root, < 0 above it
+            from scipy.optimize import brentq
+
+            cont = float(brentq(g, 0.0, hi, xtol=1e-12))
     return {"continuous": cont, "discrete": discrete, "brute_force": brute}
 
 
@@ -183,7 +179,7 @@ def closed_forms(scenario=None, **overrides) -> Explanation:
     """Break-even accept length, optimal-steps condition and elasticities for a scenario."""
     import sympy as sp
 
-    from .acceptance import constant_rate_from_tau
+    from ..physics.acceptance import constant_rate_from_tau
     from .predict import build_scenario
 
     sc = build_scenario(scenario, **overrides)
@@ -270,7 +266,7 @@ def elasticities(scenario=None, **overrides) -> dict[str, float]:
 
 def explain(scenario=None, fmt: str = "markdown", **overrides) -> str:
     """Each closed form with the scenario's numbers substituted (``markdown``, ``latex`` or ``text``)."""
-    from .errors import SpecsimError
+    from ..errors import SpecsimError
 
     if fmt not in ("markdown", "latex", "text"):
         raise SpecsimError("format", fmt, "format must be one of: markdown, latex, text")

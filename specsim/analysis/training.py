@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .errors import SpecsimError
+from ..errors import SpecsimError
 
 #: Assumed 1-sigma scatter of one published accept length around the fleet-wide curve (tokens).
 #: The per-benchmark values of one draft in priors.md §5 spread by ~0.1-0.35; means by less.
@@ -286,14 +286,14 @@ class TrainingWhatIf:
         ]
 
     def __repr__(self) -> str:
-        from .render import table_text
+        from ..output.render import table_text
 
         head = f"{self.scenario}: draft-training what-if (baseline {self.baseline_tok_s:.1f} tok/s, modeled)"
         return "\n\n".join([head, table_text(["quantity", "now", "target"], self._rows()),
                             table_text(["investment", "value"], self._cost_rows())])
 
     def _repr_html_(self) -> str:
-        from .render import table_html
+        from ..output.render import table_html
 
         return table_html(["quantity", "now", "target"], self._rows(), caption=f"{self.scenario}: training what-if") + \
             table_html(["investment", "value"], self._cost_rows())

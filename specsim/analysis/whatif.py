@@ -9,10 +9,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .errors import SpecsimError
+from ..errors import SpecsimError
 from .predict import Prediction, build_scenario, evaluate
-from .presets import get_allreduce, scenario_from_dict
-from .scenario import Scenario
+from ..io.presets import get_allreduce, scenario_from_dict
+from ..physics.schema import Scenario
 
 PHASE_FIELDS = {"decode": "graph_decode", "verify": "graph_verify", "draft": "graph_draft", "draft_extend": "graph_draft_extend"}
 QUANT_TARGETS = ("routed_experts", "shared_experts", "attention", "dense_mlp", "all")
@@ -58,7 +58,7 @@ class WhatIf:
         }
 
     def markdown(self) -> str:
-        from .render import table_markdown
+        from ..output.render import table_markdown
 
         return (f"**What if: {self.change}** (modeled)\n\n" + table_markdown(["metric", "before", "after", "delta", "delta %"], self.rows())
                 + self._warnings().replace("\nwarning", "\n\n> warning"))
@@ -69,13 +69,13 @@ class WhatIf:
         return "".join("\n" + x for x in lines)
 
     def __repr__(self) -> str:
-        from .render import table_text
+        from ..output.render import table_text
 
         return table_text(["metric", "before", "after", "delta", "delta %"], self.rows(),
                           f"what if: {self.change} (modeled)") + self._warnings()
 
     def _repr_html_(self) -> str:
-        from .render import table_html
+        from ..output.render import table_html
 
         return table_html(["metric", "before", "after", "delta", "delta %"], self.rows(), f"what if: {self.change} (modeled)")
 
@@ -147,7 +147,7 @@ def whatif_tp(scenario=None, *, to: int, **overrides) -> WhatIf:
 
 
 def whatif_quant(scenario=None, *, dtype: str, target: str = "routed_experts", **overrides) -> WhatIf:
-    from .scenario import DTYPE_BYTES
+    from ..physics.schema import DTYPE_BYTES
 
     if dtype not in DTYPE_BYTES:
         raise SpecsimError("dtype", dtype, f"choose one of: {', '.join(DTYPE_BYTES)}")

@@ -9,7 +9,7 @@ from pathlib import Path
 
 def write_atomic(path: str | os.PathLike, data: str | bytes) -> None:
     """Write to a temporary file beside ``path`` and rename it into place."""
-    from .errors import SpecsimError
+    from ..errors import SpecsimError
 
     target = Path(path)
     try:

@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from .errors import SpecsimError
-from .scenario import Attention, DraftModel, MoE, TargetModel, WeightDtypes
+from ..errors import SpecsimError
+from ..physics.schema import Attention, DraftModel, MoE, TargetModel, WeightDtypes
 
 SUPPORTED_MODEL_TYPES = ("llama", "qwen2", "qwen3", "qwen3_moe", "mixtral", "deepseek_v3", "kimi_k2")
 

@@ -9,8 +9,8 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
-from .errors import SpecsimError
-from .scenario import GPU, AllReduce, DraftModel, Engine, Scenario, TargetModel
+from ..errors import SpecsimError
+from ..physics.schema import GPU, AllReduce, DraftModel, Engine, Scenario, TargetModel
 
 DEFAULT_SCENARIO = "kimi-k2.5-seed"
 
@@ -24,7 +24,7 @@ def data_root(kind: str):
     try:
         return resources.files(f"specsim.{kind}")
     except ModuleNotFoundError:
-        return Path(__file__).resolve().parent.parent / kind
+        return Path(__file__).resolve().parents[2] / kind
 
 
 @cache

@@ -181,12 +181,12 @@ def steps_sweep(
     ``accept_lengths=None`` a few levels around the scenario's tau are added; pass ``[]`` for the
     scenario's curve alone.
     """
-    from .predict import build_scenario, expected_accept_length, predict, rates_for
+    from ..analysis.predict import build_scenario, expected_accept_length, predict, rates_for
 
     sc = build_scenario(scenario)
     st = [int(s) for s in steps]
     if not st:
-        from .errors import SpecsimError
+        from ..errors import SpecsimError
 
         raise SpecsimError("steps", list(st), "give at least one steps value")
     smax = max(st)
@@ -280,7 +280,7 @@ def verify_curve(scenario=None, tokens: Iterable[int] = range(1, 65)):
     Calibration points (``VerifyCurve.measured``) come first; ``provenance['verify_points']``
     entries not already present are appended with ``"recorded": True``.
     """
-    from .predict import build_scenario, verify_ms
+    from ..analysis.predict import build_scenario, verify_ms
 
     sc = build_scenario(scenario)
     toks = [int(t) for t in tokens]
@@ -304,7 +304,7 @@ def verify_figure(scenario=None, tokens: Iterable[int] = range(1, 65), *, curve=
     Pass a precomputed ``curve`` (a :class:`specsim.VerifyCurve`) to skip the computation;
     ``current_tokens`` marks the scenario's verify width (found from the scenario otherwise).
     """
-    from .predict import build_scenario
+    from ..analysis.predict import build_scenario
 
     if curve is None:
         sc = build_scenario(scenario)

@@ -23,7 +23,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from .errors import SpecsimError, one_line
+from ..errors import SpecsimError, one_line
 from .render import COMPONENT_LABELS, table_html
 
 FIGURE_NAMES = ("cycle", "steps", "verify", "training", "tornado")
@@ -115,7 +115,7 @@ def collect_report(
 ) -> ReportData:
     """Compute the prediction, sweeps, what-if and sensitivities a report shows."""
     from .figures import steps_sweep, verify_curve
-    from .predict import build_scenario, evaluate
+    from ..analysis.predict import build_scenario, evaluate
 
     sc = build_scenario(scenario)
     pred = evaluate(sc)
@@ -127,20 +127,20 @@ def collect_report(
     data = ReportData(scenario=sc, prediction=pred, sweep=sweep, verify=vc,
                       summary=_summary_rows(sc, pred, sweep, compare=not mismatch),
                       training_target_samples=float(training_target_samples), measured_mismatch=mismatch)
-    whatif_training, err = _optional("specsim.training", "whatif_training")
+    whatif_training, err = _optional("specsim.analysis.training", "whatif_training")
     data.whatif_error = err
     if whatif_training is not None:
         try:
             data.whatif = whatif_training(scenario=sc, target_samples=training_target_samples)
         except SpecsimError as exc:
-            data.whatif_error = _unavailable(exc, "specsim.training")
-    elasticities, err = _optional("specsim.symbolic", "elasticities")
+            data.whatif_error = _unavailable(exc, "specsim.analysis.training")
+    elasticities, err = _optional("specsim.analysis.symbolic", "elasticities")
     data.elasticities_error = err
     if elasticities is not None:
         try:
             data.elasticities = {str(k): float(v) for k, v in elasticities(scenario=sc).items()}
         except SpecsimError as exc:
-            data.elasticities_error = _unavailable(exc, "specsim.symbolic")
+            data.elasticities_error = _unavailable(exc, "specsim.analysis.symbolic")
     return data
 
 
@@ -179,7 +179,7 @@ def write_report(path, fmt: str | None = None, **kw) -> str:
     """
     from pathlib import Path
 
-    from .io import write_atomic
+    from ..io.files import write_atomic
 
     if fmt is None:
         fmt = "md" if Path(path).suffix.lower() in (".md", ".markdown") else "html"
@@ -219,7 +219,7 @@ def measurement_mismatch(sc) -> str:
     models, engine, workload) is compared with it; any difference means the recorded numbers were
     taken under other conditions.
     """
-    from .presets import builtin_scenarios, load_scenario
+    from ..io.presets import builtin_scenarios, load_scenario
 
     prov = sc.provenance or {}
     if not (prov.get("measured") or prov.get("verify_points") or (sc.calibration or {}).get("points")):
@@ -244,8 +244,8 @@ def _summary_rows(sc, pred, sweep, compare: bool = True) -> list[list[object]]:
 
     With ``compare=False`` (measurements from other conditions) the measured column stays empty.
     """
-    from .predict import predict as _predict
-    from .predict import verify_ms
+    from ..analysis.predict import predict as _predict
+    from ..analysis.predict import verify_ms
 
     meas = _measured_dict(sc) if compare else {}
     used: set[str] = set()
@@ -632,7 +632,7 @@ def _tables_html(tables: list[Table]) -> str:
 def _render_html(d: ReportData, preface_html: str = "") -> str:
     import plotly.offline
 
-    from . import __version__
+    from .. import __version__
 
     figs = d.figures()
     notes = _section_notes(d)

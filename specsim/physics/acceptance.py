@@ -8,7 +8,12 @@ over leading axes; the last axis is the draft position.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
+
+if TYPE_CHECKING:
+    from .schema import Acceptance, Scenario
 
 
 def extend_rates(rates, steps: int) -> np.ndarray:
@@ -66,21 +71,34 @@ def scale_profile_to_tau(base_rates, tau, steps, iters: int = 80) -> np.ndarray:
     tau = np.asarray(tau, dtype=float)
     steps_arr = np.asarray(steps, dtype=int)
     smax = int(np.max(steps_arr))
-    base = np.clip(extend_rates(base_rates, smax), 1e-9, 1 - 1e-12)
+    logb = np.log(np.clip(extend_rates(base_rates, smax), 1e-9, 1 - 1e-12))
     shape = np.broadcast(tau, steps_arr).shape
-    lo = np.full(shape, -30.0)  # log theta bounds (theta down to ~1e-13: rates -> 1)
-    hi = np.full(shape, 12.0)
     pos = np.arange(1, smax + 1)
     mask = pos <= steps_arr[..., None] if shape else pos <= int(steps_arr)
-    logb = np.log(base)
+
+    def tau_at(log_theta):
+        r = np.exp(logb * np.exp(log_theta)[..., None])
+        return 1.0 + np.where(mask, np.cumprod(r, axis=-1), 0.0).sum(axis=-1)
+
+    lo, hi = -30.0, 12.0  # log theta bounds (theta ~1e-13: rates -> 1; e^12: rates -> 0)
+    if not shape:  # one scenario: Brent's method
+        from scipy.optimize import brentq
+
+        t_lo, t_hi = float(tau_at(np.asarray(lo))), float(tau_at(np.asarray(hi)))
+        if tau >= t_lo:
+            x = lo
+        elif tau <= t_hi:
+            x = hi
+        else:
+            x = brentq(lambda v: float(tau_at(np.asarray(v))) - float(tau), lo, hi, xtol=1e-12)
+        return np.exp(logb * np.exp(x))
+    # many scenarios at once (sweeps): the same monotone root, bracketed in lock-step
+    lo_a, hi_a = np.full(shape, lo), np.full(shape, hi)
     for _ in range(iters):
-        mid = 0.5 * (lo + hi)
-        r = np.exp(logb * np.exp(mid)[..., None])
-        t = 1.0 + np.where(mask, np.cumprod(r, axis=-1), 0.0).sum(axis=-1)
-        too_high = t > tau
-        lo = np.where(too_high, mid, lo)
-        hi = np.where(too_high, hi, mid)
-    return np.exp(logb * np.exp(0.5 * (lo + hi))[..., None])
+        mid = 0.5 * (lo_a + hi_a)
+        too_high = tau_at(mid) > tau
+        lo_a, hi_a = np.where(too_high, mid, lo_a), np.where(too_high, hi_a, mid)
+    return np.exp(logb * np.exp(0.5 * (lo_a + hi_a))[..., None])
 
 
 def leviathan_tokens_per_cycle(alpha, gamma) -> np.ndarray:
@@ -135,3 +153,40 @@ def tree_accept_length(rates, steps: int, topk: int, num_draft_tokens: int) -> n
     take = min(budget, allv.shape[-1])
     best = -np.sort(-allv, axis=-1)[..., :take]
     return 1.0 + best.sum(axis=-1)
+
+
+def rates_for(sc: Scenario, steps: int | None = None) -> np.ndarray:
+    """Per-position conditional acceptance rates (length >= steps) the scenario implies."""
+    a: Acceptance = sc.acceptance
+    s = sc.speculation
+    n = max(steps or s.steps, s.steps)
+    if a.rates is not None:
+        return extend_rates(a.rates, n)
+    if a.pmf is not None:
+        r = rates_from_pmf(a.pmf)
+        return extend_rates(r if len(r) else [0.0], n)
+    base = np.asarray(a.shape_rates or [0.6])
+    if s.topk == 1:
+        return extend_rates(scale_profile_to_tau(base, a.accept_length, s.steps)[: s.steps], n)
+    # tree: the profile scale theta whose tree accept length matches tau (monotone in theta)
+    from scipy.optimize import brentq
+
+    b = np.clip(base, 1e-9, 1 - 1e-12)
+
+    def miss(log_theta: float) -> float:
+        return float(tree_accept_length(b ** np.exp(log_theta), s.steps, s.topk, s.num_draft_tokens)) - a.accept_length
+
+    lo, hi = -30.0, 12.0
+    if miss(lo) <= 0:
+        return extend_rates(b ** np.exp(lo), n)
+    if miss(hi) >= 0:
+        return extend_rates(b ** np.exp(hi), n)
+    return extend_rates(b ** np.exp(brentq(miss, lo, hi, xtol=1e-10)), n)
+
+
+def expected_accept_length(sc: Scenario) -> float:
+    s = sc.speculation
+    if sc.acceptance.accept_length is not None:
+        return float(sc.acceptance.accept_length)
+    r = rates_for(sc)
+    return float(tree_accept_length(r, s.steps, s.topk, s.num_draft_tokens))

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .scenario import DTYPE_BYTES, Scenario
+from .schema import DTYPE_BYTES, Scenario
 
 Params = dict  # name -> float | np.ndarray
 

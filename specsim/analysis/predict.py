@@ -9,7 +9,7 @@ import numpy as np
 from ..physics import acceptance as acc
 from ..physics.acceptance import expected_accept_length, rates_for  # noqa: F401
 from ..physics.cost import COMPONENTS
-from ..physics.cycle import PHASES, baseline_step_ms, cycle_ms, cycle_phases_ms, verify_breakdown
+from ..physics.cycle import PHASES, throughput, verify_breakdown
 from ..errors import SpecsimError
 from ..physics.params import scenario_params
 from .build import build_scenario, check_tp  # noqa: F401  (re-exported)
@@ -137,13 +137,11 @@ def evaluate(sc: Scenario) -> Prediction:
     s = sc.speculation
     rates = rates_for(sc)
     tau = expected_accept_length(sc)
-    phases = cycle_phases_ms(p, tau)
-    cyc = float(cycle_ms(phases))
-    base = baseline_step_ms(p)
+    th = throughput(p, tau)
+    phases, cyc, base = th["phases"], float(th["cycle_ms"]), th["baseline"]
     vb = verify_breakdown(p)
     batch = sc.workload.batch
-    tok_s = batch * tau / cyc * 1e3
-    base_tok_s = batch / float(base["total"]) * 1e3
+    tok_s, base_tok_s = float(th["tok_s"]), float(th["baseline_tok_s"])
     std = float(acc.accept_length_std(rates, s.steps)) if s.topk == 1 else None
     warnings = scenario_warnings(sc, p)
     measured = {}

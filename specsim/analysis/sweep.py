@@ -14,10 +14,11 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..physics import acceptance as acc
-from ..physics.cycle import baseline_step_ms, cycle_ms, cycle_phases_ms
+from ..physics.cycle import throughput
 from ..errors import SpecsimError
 from ..physics.params import scenario_params
-from .predict import build_scenario, check_tp, rates_for
+from ..physics.acceptance import rates_for
+from .build import build_scenario, check_tp
 
 MAX_STEPS = 64
 AXES = ("accept", "tp", "batch", "ctx", "gpu", "allreduce_scale")
@@ -234,7 +235,6 @@ def sweep(
         p["allreduce_alpha_eager_us"] = _axis([are.alpha_at(int(t)) for t in tps], 1)
 
     full = (len(labels), len(tps), len(batch or [1]), len(ctx or [1]), len(gpu_names), len(allreduce_scale or [1]))
-    base = baseline_step_ms(p)["total"]
     combos = []
     for s, k in itertools.product(steps, topk):
         if k == 1:
@@ -261,11 +261,11 @@ def sweep(
         q = dict(p)
         q.update(steps=float(s), topk=float(k), num_draft_tokens=float(d))
         tau_b = _axis(tau, 0)
-        phases = cycle_phases_ms(q, tau_b)
-        cyc = np.broadcast_to(cycle_ms(phases), full)
-        bsz = np.broadcast_to(np.asarray(q["batch"], float), full)
-        tok = bsz * np.broadcast_to(tau_b, full) / cyc * 1e3
-        base_tok = bsz / np.broadcast_to(base, full) * 1e3
+        th = throughput(q, tau_b)
+        phases = th["phases"]
+        cyc = np.broadcast_to(th["cycle_ms"], full)
+        tok = np.broadcast_to(th["tok_s"], full)
+        base_tok = np.broadcast_to(th["baseline_tok_s"], full)
         n = tok.size
         out["steps"].append(np.full(n, s, dtype=np.int16))
         out["topk"].append(np.full(n, k, dtype=np.int16))
@@ -297,3 +297,15 @@ def sweep(
                          "trees follow from the per-position profile they imply")
     res.notes.extend(sc.notes)
     return res
+
+
+def best_steps(scenario=None, max_steps: int = 10, *, accept_rates: list[float] | None = None) -> dict:
+    """The one best-step-count search: the sweep's best row over steps 1..max_steps.
+
+    Used by predict's callers, figures, reports and what-ifs alike; ``accept_rates`` sweeps one
+    given per-position profile instead of the scenario's own.
+    """
+    if not 1 <= int(max_steps) <= MAX_STEPS:
+        raise SpecsimError("max-steps", max_steps, f"must be an integer in [1, {MAX_STEPS}]")
+    profiles = None if accept_rates is None else [[float(x) for x in accept_rates[:max_steps]]]
+    return sweep(scenario, steps=list(range(1, int(max_steps) + 1)), accept_rates=profiles, progress=False).best()

@@ -8,6 +8,7 @@ from collections.abc import Sequence
 COMPONENT_LABELS = {
     "launch": "graph replay / kernel launch",
     "kernel_fixed": "per-kernel fixed GPU time",
+    "activations": "activation traffic (norms, rotary, activations)",
     "allreduce": "TP all-reduce / gather",
     "weights": "weights / memory",
     "attention": "attention (KV cache)",
@@ -15,13 +16,32 @@ COMPONENT_LABELS = {
 }
 
 
-def table_text(headers: Sequence[str], rows: Sequence[Sequence[object]], title: str = "") -> str:
+#: Text output fits a terminal of this many columns (long cells of the last column wrap).
+MAX_WIDTH = 100
+
+
+def table_text(headers: Sequence[str], rows: Sequence[Sequence[object]], title: str = "",
+               max_width: int = MAX_WIDTH) -> str:
+    """Aligned plain-text table; the last column wraps so lines stay within ``max_width``."""
+    import textwrap
+
     cells = [[str(h) for h in headers]] + [[_fmt(c) for c in r] for r in rows]
-    widths = [max(len(r[i]) for r in cells) for i in range(len(headers))]
+    n = len(headers)
+    widths = [max(len(r[i]) for r in cells) for i in range(n)]
+    room = max_width - sum(widths[:-1]) - 2 * (n - 1)
+    wrap_last = n > 1 and widths[-1] > room and room >= 20
+    if wrap_last:
+        widths[-1] = room
     line = "  ".join("-" * w for w in widths)
     out = [title] if title else []
     for i, r in enumerate(cells):
-        out.append("  ".join(c.ljust(w) if j == 0 else c.rjust(w) for j, (c, w) in enumerate(zip(r, widths))))
+        parts = textwrap.wrap(r[-1], room) if wrap_last and len(r[-1]) > room else [r[-1]]
+        parts = parts or [""]
+        for k, last in enumerate(parts):
+            row = (r[:-1] if k == 0 else [""] * (n - 1)) + [last]
+            text = "  ".join(c.ljust(w) if (j == 0 or (wrap_last and j == n - 1)) else c.rjust(w)
+                             for j, (c, w) in enumerate(zip(row, widths)))
+            out.append(text.rstrip())
         if i == 0:
             out.append(line)
     return "\n".join(out)
@@ -41,11 +61,22 @@ def table_html(headers: Sequence[str], rows: Sequence[Sequence[object]], caption
 
 
 def _fmt(x: object) -> str:
+    """One number format everywhere: integers as integers, 3 significant decimals below 10,
+    1 decimal below 100,000, thousands separators above."""
+    if isinstance(x, bool):
+        return str(x)
     if isinstance(x, float):
         if x != x:
             return "n/a"
+        if x in (float("inf"), float("-inf")):
+            return "inf" if x > 0 else "-inf"
         return f"{x:,.3f}" if abs(x) < 10 else f"{x:,.1f}" if abs(x) < 1e5 else f"{x:,.0f}"
     return str(x)
+
+
+def pct(x: float) -> str:
+    """Percentages always with one decimal (85.7, 0.9, -4.2)."""
+    return "n/a" if x != x else f"{x:,.1f}"
 
 
 def _prediction_tables(p) -> list[tuple[str, list[str], list[list[object]]]]:
@@ -58,8 +89,8 @@ def _prediction_tables(p) -> list[tuple[str, list[str], list[list[object]]]]:
         ["verify forward (ms)", p.verify_ms],
         ["baseline decode step (ms)", p.baseline_step_ms],
     ]
-    phases = [[k, v, 100.0 * v / p.cycle_ms] for k, v in p.phases_ms.items()]
-    comps = [[COMPONENT_LABELS.get(k, k), v, 100.0 * v / p.verify_ms] for k, v in p.verify_breakdown_ms.items()]
+    phases = [[k, v, pct(100.0 * v / p.cycle_ms)] for k, v in p.phases_ms.items()]
+    comps = [[COMPONENT_LABELS.get(k, k), v, pct(100.0 * v / p.verify_ms)] for k, v in p.verify_breakdown_ms.items()]
     tables = [
         (
             f"{p.scenario}: {p.model} on {p.tp}x {p.gpu}, steps={p.steps} topk={p.topk} "
@@ -118,3 +149,114 @@ def verify_markdown(v) -> str:
 def verify_html(v) -> str:
     h, r = _verify_rows(v)
     return table_html(h, r, f"{v.scenario}: target verify forward")
+
+
+# ---- sweeps -------------------------------------------------------------------------------------
+
+_SWEEP_HEAD = {"steps": "steps", "topk": "topk", "draft_tokens": "draft tok", "accept_length": "accept",
+               "tp": "tp", "batch": "batch", "ctx": "ctx", "gpu": "gpu", "allreduce_scale": "ar scale",
+               "tok_s": "tok/s", "speedup": "speedup", "cycle_ms": "cycle ms", "verify_ms": "verify ms"}
+_SWEEP_RESULTS = ("tok_s", "speedup", "cycle_ms", "verify_ms")
+
+
+def _best_row(res) -> dict:
+    b = res.best
+    return b() if callable(b) else b
+
+
+def _sweep_parts(res, top: int):
+    """Ranked rows, with the configuration columns that vary; constant ones go into the header."""
+    ranked = res.ranked(top)
+    best = _best_row(res)
+    keys = [k for k in _SWEEP_HEAD if k not in _SWEEP_RESULTS]
+    varying = [k for k in keys if len({str(r[k]) for r in ranked}) > 1 or k in ("steps",)]
+    fixed = {k: best[k] for k in keys if k not in varying and k != "accept_length"}
+    cols = varying + [k for k in _SWEEP_RESULTS]
+    if "accept_length" not in cols:
+        cols.insert(len(varying), "accept_length")
+    rows = [[r[c] for c in cols] for r in ranked]
+    return best, fixed, cols, rows
+
+
+def _best_line(res, best: dict) -> str:
+    return (f"best of {res.n:,} configurations ({res.scenario}, modeled): steps={best['steps']} "
+            f"topk={best['topk']} draft tokens={best['draft_tokens']} tp={best['tp']} batch={best['batch']} "
+            f"gpu={best['gpu']} -> {_fmt(float(best['tok_s']))} tok/s, speedup {best['speedup']:.3f}x")
+
+
+def sweep_text(res, top: int = 15) -> str:
+    """Best configuration and the ``top`` ranked rows, within 100 columns."""
+    import textwrap
+
+    best, fixed, cols, rows = _sweep_parts(res, top)
+    head = textwrap.fill(_best_line(res, best), MAX_WIDTH)
+    same = ", ".join(f"{_SWEEP_HEAD[k]} {v}" for k, v in fixed.items())
+    title = f"ranked (top {min(top, res.n)} of {res.n:,})" + (f"; all rows: {same}" if same else "")
+    notes = "".join(f"\nnote: {n}" for n in getattr(res, "notes", []))
+    return head + "\n\n" + table_text([_SWEEP_HEAD[c] for c in cols], rows, textwrap.fill(title, MAX_WIDTH)) + notes
+
+
+def sweep_markdown(res, top: int = 15) -> str:
+    best, fixed, cols, rows = _sweep_parts(res, top)
+    same = ", ".join(f"{_SWEEP_HEAD[k]} {v}" for k, v in fixed.items())
+    line = _best_line(res, best)
+    return (f"**B{line[1:]}**\n\n" + (f"All rows: {same}.\n\n" if same else "")
+            + table_markdown([_SWEEP_HEAD[c] for c in cols], rows))
+
+
+# ---- scenarios ----------------------------------------------------------------------------------
+
+def scenario_rows(sc) -> list[list[object]]:
+    """The inputs of a scenario as (field, value) rows."""
+    rows: list[list[object]] = [
+        ["scenario", sc.name], ["description", sc.description],
+        ["GPU", f"{sc.gpu.name}: {sc.gpu.hbm_bytes_per_s / 1e12:.2f} TB/s, "
+                f"{sc.gpu.peak_flops['bf16'] / 1e12:.0f} TFLOP/s bf16"],
+        ["TP", sc.parallel.tp],
+        ["all-reduce (graph)", f"{sc.parallel.allreduce.name}, alpha {sc.parallel.allreduce.alpha_at(sc.parallel.tp):.1f} us"],
+    ]
+    if sc.parallel.allreduce_eager:
+        ae = sc.parallel.allreduce_eager
+        rows.append(["all-reduce (eager)", f"{ae.name}, alpha {ae.alpha_at(sc.parallel.tp):.1f} us"])
+    t, d, e = sc.target, sc.draft, sc.engine
+    moe = f", MoE {t.moe.num_experts}x top-{t.moe.experts_per_token}" if t.moe else ", dense"
+    trained = (f"; trained on {d.training_samples:,.0f} samples" if d.training_samples else "; training samples unknown")
+    if d.training_data:
+        trained += f" ({d.training_data})"
+    acc = sc.acceptance
+    if acc.rates is not None:
+        acc_text = "rates " + ", ".join(f"{r:.3f}" for r in acc.rates)
+    elif acc.pmf is not None:
+        acc_text = "PMF " + ", ".join(f"{r:.3f}" for r in acc.pmf)
+    else:
+        acc_text = f"accept length {acc.accept_length:.3f}"
+    if acc.source:
+        acc_text += f" ({acc.source})"
+    rows += [
+        ["target", f"{t.name}: {t.num_layers} layers, hidden {t.hidden}, {t.attention.kind.upper()}{moe}"],
+        ["draft", f"{d.name}: hidden {d.hidden}, vocab {d.draft_vocab}{trained}"],
+        ["engine", f"{e.name}; graphs decode={e.graph_decode} verify={e.graph_verify} draft={e.graph_draft} "
+                   f"extend={e.graph_draft_extend}; overlap={e.overlap_scheduler}"],
+        ["speculation", f"steps={sc.speculation.steps} topk={sc.speculation.topk} "
+                        f"draft_tokens={sc.speculation.num_draft_tokens}"],
+        ["acceptance", acc_text],
+        ["workload", f"batch={sc.workload.batch} ctx={sc.workload.ctx}"],
+        ["calibrated", "yes (fitted parameters in 'calibration'/'provenance')" if sc.calibration or
+         sc.provenance.get("fitted_parameters") else "no (presets only)"],
+    ]
+    return rows
+
+
+def scenario_text(sc) -> str:
+    """Readable summary of a scenario's inputs with their sources, within 100 columns."""
+    out = [table_text(["field", "value"], scenario_rows(sc))]
+    srcs = [[f"{comp}.{k}", v] for comp in ("gpu", "target", "draft", "engine") for k, v in getattr(sc, comp).sources.items()]
+    if srcs:
+        out.append(table_text(["number", "source"], srcs, "sources"))
+    tail = [f"assumption: {a}" for a in sc.provenance.get("assumptions", []) or []]
+    tail += [f"note: {n}" for n in sc.notes]
+    import textwrap
+
+    if tail:
+        out.append("\n".join(textwrap.fill(x, MAX_WIDTH, subsequent_indent="  ") for x in tail))
+    return "\n\n".join(out)

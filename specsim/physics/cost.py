@@ -1,25 +1,37 @@
-"""Forward-pass cost per tensor-parallel rank, from the operators of each layer.
+"""Forward-pass cost per tensor-parallel rank, evaluated over a named list of operators.
 
-Every GPU operator costs ``max(bytes / (HBM_BW x eff), flops / (peak x eff)) + kernel floor``;
-launch cost is added per kernel (graph replay: fixed + per node; eager: host launch per kernel,
-hidden behind kernels that run longer than it takes to launch them). All-reduces follow the
-alpha-beta model of :mod:`specsim.collectives`. Inputs broadcast: any parameter may be an array.
+A forward is a list of :class:`Op` records (name, kernel family, phase, count, bytes, flops,
+GEMM shape) built by :mod:`specsim.physics.operators`; this module turns them into time.
+Each family has its own time model, every one ``+ kernel floor`` and a launch cost (graph
+replay: per node; eager: host launch per kernel where it outlasts the kernel):
+
+* ``gemm`` - dense weight GEMM over M = B*k rows: ``max(memory, compute)`` where memory is
+  weights + activations over the achieved HBM bandwidth and compute pads M to the MMA row tile
+  with an efficiency that ramps with M (``peak_eff x M / (M + M_half)``, fitted per GPU to a
+  measured GEMM profile). This is what keeps a GEMM flat in M while memory-bound and makes it
+  climb once it is not; a profile's own shapes correct the curve where it measured them.
+* ``grouped_gemm`` - MoE routed experts: distinct experts' weights read once (fused kernel) or
+  every token's experts (gathered kernel); compute with each expert's rows padded to a tile.
+* ``attention`` - each request's KV cache read once (decode kernels: one query per request;
+  extend/verify kernels: k queries padded to a query tile) at the attention bandwidth.
+* ``elementwise`` - norms, rotary, activations, KV stores, residuals: activation bytes over
+  the bandwidth (they grow with the tokens), never less than the kernel floor.
+* ``collective`` - all-reduce / all-gather, alpha-beta (:mod:`specsim.physics.collectives`).
 
 Components reported (ms): ``launch``, ``kernel_fixed``, ``allreduce``, ``weights``,
-``attention``, ``compute``.
+``attention``, ``compute``, ``activations``. Inputs broadcast: any parameter may be an array.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from .collectives import allgather_us, allreduce_us
-from .moe import experts_read
+from .operators import Op, draft_ops, target_ops
 from .params import Params
 
-COMPONENTS = ("launch", "kernel_fixed", "allreduce", "weights", "attention", "compute")
-ACT_BYTES = 2.0  # bf16 activations on the wire
-LOGIT_BYTES = 4.0  # fp32 logits gathered across vocab shards
+COMPONENTS = ("launch", "kernel_fixed", "allreduce", "weights", "attention", "compute", "activations")
+
+GEMM_ROW_TILE = 16  # rows an MMA instruction computes at once: M is padded to a multiple of it
 
 
 def _is_zero(x) -> bool:
@@ -27,16 +39,35 @@ def _is_zero(x) -> bool:
     return np.ndim(x) == 0 and float(x) == 0.0
 
 
-class _Acc:
-    """Accumulates operator times (µs) into components, for graph or eager launch."""
+def gemm_compute_us(p: Params, m, n_cols, k_dim, flop_rate):
+    """Compute time (us) of an M x N x K GEMM: rows padded to the MMA tile plus a fixed overhead.
 
-    def __init__(self, p: Params, graph):
+    ``t = 2 N K (M_pad + M_half) / (peak x peak_eff)``: the achieved efficiency
+    ``peak_eff x M / (M + M_half)`` ramps with M (few output tiles per SM, pipeline fill and
+    epilogue cost ``M_half`` rows' worth), and M is padded to the MMA row tile.
+    """
+    m = np.maximum(np.asarray(m, dtype=float), 1.0)
+    m_pad = np.ceil(m / GEMM_ROW_TILE) * GEMM_ROW_TILE
+    return 2.0 * (m_pad + p["gemm_half_efficiency_rows"]) * n_cols * k_dim / (flop_rate * p["gemm_peak_efficiency"]) * 1e6
+
+
+def gemm_us(p: Params, m, n_cols, k_dim, weight_bytes, act_bytes, bw_eff, flop_rate):
+    """(memory-bound part, compute-bound excess) of one GEMM, us."""
+    mem = (np.asarray(weight_bytes, dtype=float) + act_bytes) * (1e6 / (p["hbm_bytes_per_s"] * bw_eff))
+    cmp_ = gemm_compute_us(p, m, n_cols, k_dim, flop_rate)
+    return mem, np.maximum(cmp_ - mem, 0.0)
+
+
+class _Acc:
+    """Accumulates operator times (us) into components, for graph or eager launch."""
+
+    def __init__(self, p: Params, graph, keep_rows: bool = False):
         self.p = p
         self.graph = np.asarray(graph, dtype=float)
-        # scalar graph flags take a cheaper path (no per-kernel max for graph replays)
         self.all_graph = self.graph.ndim == 0 and float(self.graph) == 1.0
         self.t = {c: 0.0 for c in COMPONENTS}
         self.kernels = 0.0
+        self.rows: list[dict] | None = [] if keep_rows else None
 
     def _launch(self, gpu_us, count):
         # graph: a fixed gap per node; eager: the host launch shows only where it outlasts the kernel
@@ -45,59 +76,77 @@ class _Acc:
         eager_excess = np.maximum(self.p["eager_launch_us"] - gpu_us, 0.0)
         return count * (self.graph * self.p["graph_node_us"] + (1 - self.graph) * eager_excess)
 
-    def op(self, count, bytes_, flops, bw_eff, flop_rate, mem_component="weights"):
-        """count x one operator reading bytes_ and doing flops (per kernel)."""
-        if _is_zero(count):
+    def add(self, op: Op, parts: dict):
+        """One operator: ``parts`` maps components to per-kernel us (launch and floor added here)."""
+        count = op.count
+        if op.family == "fixed":  # extra GPU time with no kernel of its own
+            for comp, us in parts.items():
+                self.t[comp] = self.t[comp] + count * us
+            if self.rows is not None:
+                self.rows.append({"name": op.name, "family": op.family, "phase": op.phase, "count": 0.0, "bytes": 0.0,
+                                  "flops": 0.0, "us": count * sum(parts.values()), "parts_us": {k: count * v for k, v in parts.items()}})
             return
-        p = self.p
-        mem_us = np.asarray(bytes_, dtype=float) * (1e6 / (p["hbm_bytes_per_s"] * bw_eff))
-        cmp_us = np.asarray(flops, dtype=float) * (1e6 / (flop_rate * p["flop_efficiency"]))
-        busy = np.maximum(mem_us, cmp_us)
-        compute = np.where(mem_us >= cmp_us, 0.0, busy)
-        self.t[mem_component] = self.t[mem_component] + count * (busy - compute)
-        self.t["compute"] = self.t["compute"] + count * compute
-        floor = p["kernel_floor_us"]
+        floor = self.p["kernel_floor_us"] if op.family != "collective" else 0.0
+        busy = sum(parts.values()) + floor
+        for comp, us in parts.items():
+            self.t[comp] = self.t[comp] + count * us
         self.t["kernel_fixed"] = self.t["kernel_fixed"] + count * floor
-        self.t["launch"] = self.t["launch"] + self._launch(busy + floor, count)
+        launch = self._launch(busy, count)
+        self.t["launch"] = self.t["launch"] + launch
         self.kernels = self.kernels + count
-
-    def small(self, count):
-        """count tiny kernels (norms, rope, activations, copies): floor time each.
-
-        Unfused eager frameworks run each elementwise op as its own kernel: ``small_kernel_factor``.
-        """
-        if _is_zero(count):
-            return
-        count = count * self.p.get("small_kernel_factor", 1.0)
-        floor = self.p["kernel_floor_us"]
-        self.t["kernel_fixed"] = self.t["kernel_fixed"] + count * floor
-        self.t["launch"] = self.t["launch"] + self._launch(floor, count)
-        self.kernels = self.kernels + count
-
-    def collective(self, count, us):
-        if _is_zero(count):
-            return
-        self.t["allreduce"] = self.t["allreduce"] + count * us
-        self.t["launch"] = self.t["launch"] + self._launch(us, count)
-        self.kernels = self.kernels + count
+        if self.rows is not None:
+            self.rows.append({"name": op.name, "family": op.family, "phase": op.phase, "count": count,
+                              "bytes": op.bytes + op.act_bytes, "flops": op.flops,
+                              "us": count * busy + launch, "parts_us": {k: count * v for k, v in parts.items()}})
 
     def finish(self) -> dict:
         self.t["launch"] = self.t["launch"] + self.graph * self.p["graph_fixed_us"]
-        out = {c: np.asarray(v, dtype=float) / 1e3 for c, v in self.t.items()}  # µs -> ms
+        out = {c: np.asarray(v, dtype=float) / 1e3 for c, v in self.t.items()}  # us -> ms
         out["total"] = sum(out[c] for c in COMPONENTS)
         out["kernels"] = np.asarray(self.kernels, dtype=float)
         return out
 
 
-def _allreduce_params(p: Params, graph):
-    g = np.asarray(graph, dtype=float)
-    alpha = (g * p["allreduce_alpha_graph_us"] + (1 - g) * p["allreduce_alpha_eager_us"]) * p["allreduce_scale"]
-    bw = g * p["allreduce_bus_bytes_per_s"] + (1 - g) * p["allreduce_eager_bus_bytes_per_s"]
-    return alpha, bw
+def _op_parts(p: Params, op: Op) -> dict:
+    """Per-kernel time (us) of one operator by component, from its family's model."""
+    bw = p["hbm_bytes_per_s"]
+    if op.family == "gemm":
+        mem, excess = gemm_us(p, op.m, op.n_cols, op.k_dim, op.bytes, op.act_bytes, op.bw_eff, op.flop_rate)
+        return {"weights": mem, "compute": excess}
+    if op.family == "grouped_gemm":
+        mem = (np.asarray(op.bytes, dtype=float) + op.act_bytes) * (1e6 / (bw * op.bw_eff))
+        # each active expert computes its own rows (tokens routed to it), padded to the MMA tile
+        experts = np.maximum(op.experts, 1e-9)
+        cmp_ = experts * gemm_compute_us(p, np.maximum(op.m / experts, 1.0), op.n_cols, op.k_dim, op.flop_rate)
+        return {"weights": mem, "compute": np.maximum(cmp_ - mem, 0.0)}
+    if op.family == "attention":
+        mem = np.asarray(op.bytes, dtype=float) * (1e6 / (bw * op.bw_eff))
+        cmp_ = np.asarray(op.flops, dtype=float) * (1e6 / (op.flop_rate * p["flop_efficiency"]))
+        return {"attention": np.maximum(mem, cmp_)}
+    if op.family == "elementwise":
+        return {"activations": np.asarray(op.act_bytes, dtype=float) * (1e6 / (bw * p["elementwise_mem_efficiency"]))}
+    if op.family == "collective":
+        return {"allreduce": op.fixed_us}
+    if op.family == "fixed":
+        return {"kernel_fixed": op.fixed_us}
+    raise ValueError(f"unknown kernel family {op.family!r}")
+
+
+def evaluate_ops(p: Params, ops: list[Op], graph, keep_rows: bool = False) -> dict:
+    """Sum a forward's operators into components (ms); ``rows`` holds the per-operator table."""
+    acc = _Acc(p, graph, keep_rows)
+    for op in ops:
+        if _is_zero(op.count):
+            continue
+        acc.add(op, _op_parts(p, op))
+    out = acc.finish()
+    if keep_rows:
+        out["rows"] = acc.rows
+    return out
 
 
 def target_forward_ms(p: Params, tokens_per_request, batch=None, ctx=None, graph=None, multi_token=None,
-                      routed_tokens=None) -> dict:
+                      routed_tokens=None, keep_rows: bool = False) -> dict:
     """Target forward over batch x tokens_per_request new tokens on one TP rank, by component (ms).
 
     ``multi_token`` selects the verify/extend kernels (extra kernels per layer, logits for every
@@ -105,141 +154,16 @@ def target_forward_ms(p: Params, tokens_per_request, batch=None, ctx=None, graph
     ``routed_tokens`` (default: all of them) are the tokens that pick distinct experts: padding
     rows of a graph replay run the dense GEMMs but route to the same few experts.
     """
-    w = np.asarray(tokens_per_request, dtype=float)
-    b = np.asarray(p["batch"] if batch is None else batch, dtype=float)
-    c = np.asarray(p["ctx"] if ctx is None else ctx, dtype=float)
     graph = p["graph_verify"] if graph is None else graph
-    multi = (w > 1) if multi_token is None else np.asarray(multi_token, dtype=bool)
-    n = b * w
-    tp = p["tp"]
-    h = p["hidden"]
-    acc = _Acc(p, graph)
-    bw_w = p["mem_efficiency"]
-    L, Lm = p["num_layers"], p["num_moe_layers"]
-    Ld = L - Lm
-    ba = p["bytes_attention"]
-    mla = p["is_mla"]
-    heads_r = p["num_heads"] / tp
-    kv_r = np.maximum(p["num_kv_heads"] / tp, 1.0)
-    ctx_eff = c + w  # keys attended by the new tokens
-
-    # --- attention, GQA (weights sharded by heads; KV heads replicate when tp > num_kv_heads)
-    gqa = 1 - mla
-    d = p["head_dim"]
-    qkv_el = h * (heads_r + 2 * kv_r) * d
-    o_el = heads_r * d * h
-    fused = p.get("fused_projections", 1.0)  # 1: one qkv and one gate_up GEMM; 0: q, k, v / gate, up apart
-    q_el, k_el = h * heads_r * d, h * kv_r * d
-    acc.op(gqa * L * fused, qkv_el * ba, 2 * n * qkv_el, bw_w, p["flops_attention"])
-    acc.op(gqa * L * (1 - fused), q_el * ba, 2 * n * q_el, bw_w, p["flops_attention"])
-    acc.op(gqa * L * (1 - fused) * 2, k_el * ba, 2 * n * k_el, bw_w, p["flops_attention"])
-    acc.op(gqa * L, o_el * ba, 2 * n * o_el, bw_w, p["flops_attention"])
-    acc.op(gqa * L, b * ctx_eff * 2 * kv_r * d * p["bytes_kv"], 4 * n * ctx_eff * heads_r * d,
-           p["attention_mem_efficiency"], p["flops_bf16"], "attention")
-    acc.small(gqa * L * 4)
-
-    # --- attention, MLA (low-rank down-projections replicated, head-wise up-projections sharded)
-    ql, kvl = p["q_lora_rank"], p["kv_lora_rank"]
-    qk = p["qk_nope_head_dim"] + p["qk_rope_head_dim"]
-    has_ql = (ql > 0).astype(float) if isinstance(ql, np.ndarray) else float(ql > 0)
-    qa_el = has_ql * h * ql
-    qb_el = has_ql * ql * heads_r * qk + (1 - has_ql) * h * heads_r * qk
-    kva_el = h * (kvl + p["qk_rope_head_dim"])
-    kvb_half = kvl * heads_r * p["qk_nope_head_dim"]  # absorbed W_UK (and W_UV below) as bmm
-    kvb_v = kvl * heads_r * p["v_head_dim"]
-    mo_el = heads_r * p["v_head_dim"] * h
-    for el in (qa_el, qb_el, kva_el, kvb_half, kvb_v, mo_el):
-        acc.op(mla * L, el * ba, 2 * n * el, bw_w, p["flops_attention"])
-    latent = kvl + p["qk_rope_head_dim"]
-    absorbed = p.get("mla_absorbed", 1.0)  # 1: attention over the latent cache; 0: over per-head K/V
-    per_head = heads_r * (qk + p["v_head_dim"])
-    acc.op(mla * L * absorbed, b * ctx_eff * latent * p["bytes_kv"], 2 * n * ctx_eff * heads_r * (latent + kvl),
-           p["attention_mem_efficiency"], p["flops_bf16"], "attention")
-    acc.op(mla * L * (1 - absorbed), b * ctx_eff * per_head * p["bytes_kv"], 2 * n * ctx_eff * per_head,
-           p["attention_mem_efficiency"], p["flops_bf16"], "attention")
-    acc.small(mla * L * 8)
-
-    # --- dense MLP layers (gate_up fused, down)
-    inter = p["intermediate"] / tp
-    acc.op(Ld * fused, 2 * h * inter * p["bytes_dense"], 4 * n * h * inter, bw_w, p["flops_dense"])
-    acc.op(Ld * (1 - fused) * 2, h * inter * p["bytes_dense"], 2 * n * h * inter, bw_w, p["flops_dense"])
-    acc.op(Ld, h * inter * p["bytes_dense"], 2 * n * h * inter, bw_w, p["flops_dense"])
-    acc.small(Ld * 2)
-
-    # --- MoE layers: router, shared experts, routed experts (fused: distinct experts; gathered: n*k)
-    E, k = p["num_experts"], p["experts_per_token"]
-    acc.op(Lm, h * E * 2.0, 2 * n * h * E, bw_w, p["flops_bf16"])
-    sh = p["num_shared_experts"] * p["shared_intermediate"] / tp
-    acc.op(Lm, 2 * h * sh * p["bytes_shared"], 4 * n * h * sh, bw_w, p["flops_shared"])
-    acc.op(Lm, h * sh * p["bytes_shared"], 2 * n * h * sh, bw_w, p["flops_shared"])
-    ei = p["expert_intermediate"] / tp
-    reads = experts_read(E, k, n if routed_tokens is None else routed_tokens, p["moe_per_token_kernel"])
-    # a gathered kernel that materialises per-token weight copies (HF batched_mm) moves them 3 times
-    reads = reads * np.where(np.asarray(p["moe_per_token_kernel"]) > 0, p.get("per_token_traffic_factor", 1.0), 1.0)
-    acc.op(Lm, reads * 2 * h * ei * p["bytes_routed"], 4 * n * k * h * ei, p["moe_mem_efficiency"], p["flops_routed"])
-    acc.op(Lm, reads * h * ei * p["bytes_routed"], 2 * n * k * h * ei, p["moe_mem_efficiency"], p["flops_routed"])
-    acc.small(Lm * 9)
-
-    # --- the multi-token (verify / extend) path launches extra kernels per layer
-    acc.small(np.where(multi, p["multi_token_kernels_per_layer"], 0.0) * L)
-    extra = p.get("multi_token_extra_us_per_layer", 0.0)
-    if not _is_zero(extra):
-        acc.t["kernel_fixed"] = acc.t["kernel_fixed"] + np.where(multi, extra, 0.0) * L
-
-    # --- collectives: per-layer all-reduces, embedding all-reduce, logits all-gather
-    alpha, bw = _allreduce_params(p, graph)
-    acc.collective(L * p["allreduces_per_layer"] + 1, allreduce_us(n * h * ACT_BYTES, tp, alpha, bw))
-    rows = np.where(multi, n, b)  # decode computes logits for the last token only
-    acc.collective(1.0, allgather_us(rows * p["vocab"] * LOGIT_BYTES, tp, alpha, bw))
-
-    # --- embedding lookup, final norm, lm_head (vocab-parallel)
-    vr = p["vocab"] / tp
-    acc.small(2)
-    acc.op(1.0, h * vr * p["bytes_head"], 2 * rows * h * vr, bw_w, p["flops_head"])
-    return acc.finish()
+    ops = target_ops(p, tokens_per_request, batch, ctx, graph, multi_token, routed_tokens)
+    return evaluate_ops(p, ops, graph, keep_rows)
 
 
-def draft_forward_ms(p: Params, tokens_per_request, batch=None, ctx=None, graph=None, fuse=False) -> dict:
-    """One EAGLE-3 head forward on one TP rank (ms by component).
-
-    The head is one Llama-style decoder layer whose attention input is [embedding; hidden]
-    (2 x hidden wide); ``fuse`` adds the fc that fuses 3 target hidden states (draft-extend).
-    """
-    w = np.asarray(tokens_per_request, dtype=float)
-    b = np.asarray(p["batch"] if batch is None else batch, dtype=float)
-    c = np.asarray(p["ctx"] if ctx is None else ctx, dtype=float)
+def draft_forward_ms(p: Params, tokens_per_request, batch=None, ctx=None, graph=None, fuse=False,
+                     keep_rows: bool = False) -> dict:
+    """One EAGLE-3 head forward on one TP rank (ms by component); ``fuse`` adds the 3-state fc."""
     graph = p["graph_draft"] if graph is None else graph
-    n = b * w
-    tp = p["tp"]
-    h = p["draft_hidden"]
-    by = p["bytes_draft"]
-    acc = _Acc(p, graph)
-    bw_w = p["mem_efficiency"]
-    L = p["draft_layers"]
-    heads_r = p["draft_heads"] / tp
-    kv_r = np.maximum(p["draft_kv_heads"] / tp, 1.0)
-    d = p["draft_head_dim"]
-    ctx_eff = c + w
-    f = np.asarray(fuse, dtype=float)
-    fc_el = p["draft_fuse"] * p["hidden"] * h  # replicated nn.Linear
-    acc.op(f, fc_el * by, 2 * n * fc_el, bw_w, p["flops_draft"])
-    qkv_el = 2 * h * (heads_r + 2 * kv_r) * d
-    o_el = heads_r * d * h
-    acc.op(L, qkv_el * by, 2 * n * qkv_el, bw_w, p["flops_draft"])
-    acc.op(L, o_el * by, 2 * n * o_el, bw_w, p["flops_draft"])
-    acc.op(L, b * ctx_eff * 2 * kv_r * d * p["bytes_kv"], 4 * n * ctx_eff * heads_r * d,
-           p["attention_mem_efficiency"], p["flops_bf16"], "attention")
-    inter = p["draft_intermediate"] / tp
-    acc.op(L, 2 * h * inter * by, 4 * n * h * inter, bw_w, p["flops_draft"])
-    acc.op(L, h * inter * by, 2 * n * h * inter, bw_w, p["flops_draft"])
-    nsmall = np.maximum(p["draft_kernels_per_layer"] - 6 - p["allreduces_per_layer"], 0.0)
-    acc.small(L * nsmall + 2)
-    alpha, bw = _allreduce_params(p, graph)
-    acc.collective(L * p["allreduces_per_layer"] + 1, allreduce_us(n * h * ACT_BYTES, tp, alpha, bw))
-    vr = p["draft_vocab"] / tp
-    acc.op(1.0, h * vr * by, 2 * n * h * vr, bw_w, p["flops_draft"])
-    acc.collective(1.0, allgather_us(n * p["draft_vocab"] * LOGIT_BYTES, tp, alpha, bw))
-    return acc.finish()
+    return evaluate_ops(p, draft_ops(p, tokens_per_request, batch, ctx, graph, fuse), graph, keep_rows)
 
 
 def weight_bytes_per_rank(p: Params) -> float:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from .cost import draft_forward_ms, target_forward_ms
+from .operators import LOGIT_BYTES
 from .params import Params
 
 PHASES = ("draft", "verify", "accept", "draft_extend", "host")
@@ -72,7 +73,11 @@ def cycle_phases_ms(p: Params, tau) -> dict:
     fwd = draft_forward_ms(p, topk, batch=bd, graph=gd)
     n_fwd = np.maximum(steps - 1, 0)
     per_step_ms = fwd["total"] - gd * p["graph_fixed_us"] / 1e3
-    topk_kernels_ms = 2 * (p["kernel_floor_us"] + gd * p["graph_node_us"]) / 1e3 + (1 - gd) * _eager_small_ms(p, 2)
+    # softmax + top-k over the draft vocabulary for every row (B x topk), two kernels per step
+    topk_bytes = bd * topk * p["draft_vocab"] * LOGIT_BYTES
+    topk_gpu_us = topk_bytes / (p["hbm_bytes_per_s"] * p["elementwise_mem_efficiency"]) * 1e6 + p["kernel_floor_us"]
+    topk_kernels_ms = 2 * (topk_gpu_us + gd * p["graph_node_us"]) / 1e3 + (1 - gd) * 2 * np.maximum(
+        p["eager_launch_us"] - topk_gpu_us, 0.0) / 1e3
     draft_gpu = n_fwd * (per_step_ms + topk_kernels_ms) + (n_fwd > 0) * gd * p["graph_fixed_us"] / 1e3
     draft_pre_gpu = _eager_small_ms(p, 2)  # KV slot assignment kernels
 
@@ -80,7 +85,7 @@ def cycle_phases_ms(p: Params, tau) -> dict:
 
     # accept/sample: tree build + argmax/sampling kernels over the logits, then a host sync
     rows = batch * p["num_draft_tokens"]
-    logits_ms = rows * p["vocab"] * 4.0 / (p["hbm_bytes_per_s"] * p["mem_efficiency"]) * 1e3
+    logits_ms = rows * p["vocab"] * LOGIT_BYTES / (p["hbm_bytes_per_s"] * p["elementwise_mem_efficiency"]) * 1e3
     accept_gpu = _eager_small_ms(p, p["sample_kernels"]) + logits_ms
 
     # draft-extend over accepted + bonus tokens, padded to steps+1 per request (v1 graph width)
@@ -89,7 +94,7 @@ def cycle_phases_ms(p: Params, tau) -> dict:
 
     # host: scheduler/bookkeeping, GPU->CPU syncs (draft preprocess, accept, extend) and the
     # Python loop over committed tokens; v2 (overlap) drops the syncs and hides the rest
-    host_ms = p["host_per_cycle_ms"] + batch * tau * p["host_per_token_us"] / 1e3
+    host_ms = p["host_per_cycle_ms"] + batch * (p["host_per_request_us"] + tau * p["host_per_token_us"]) / 1e3
     syncs_ms = 3 * sync_ms * (1 - overlap)
     gpu_ms = draft_gpu + draft_pre_gpu + verify + accept_gpu + extend_gpu
     exposed_host = (1 - overlap) * host_ms + overlap * np.maximum(host_ms - gpu_ms, 0.0) + syncs_ms
@@ -106,13 +111,30 @@ def cycle_ms(phases: dict) -> np.ndarray:
     return sum(phases[k] for k in PHASES)
 
 
+def throughput(p: Params, tau) -> dict:
+    """The one tok/s formula: speculative and baseline tokens/s for accept length ``tau``.
+
+    ``tok/s = batch x tau / cycle``; ``baseline tok/s = batch / decode step``. Every command
+    (predict, sweep, figures, reports, what-ifs) goes through this function.
+    """
+    phases = cycle_phases_ms(p, tau)
+    cyc = cycle_ms(phases)
+    base = baseline_step_ms(p)
+    batch = np.asarray(p["batch"], dtype=float)
+    tok_s = batch * np.asarray(tau, dtype=float) / cyc * 1e3
+    base_tok_s = batch / base["total"] * 1e3
+    return {"phases": phases, "cycle_ms": cyc, "tok_s": tok_s, "baseline": base, "baseline_tok_s": base_tok_s,
+            "speedup": tok_s / base_tok_s}
+
+
 def baseline_step_ms(p: Params) -> dict:
     """One plain decode iteration: target forward + sampling + host (amortised, overlapped)."""
     batch = np.asarray(p["batch"], dtype=float)
     fwd = decode_breakdown(p)["total"]
-    logits_ms = batch * p["vocab"] * 4.0 / (p["hbm_bytes_per_s"] * p["mem_efficiency"]) * 1e3
+    logits_ms = batch * p["vocab"] * LOGIT_BYTES / (p["hbm_bytes_per_s"] * p["elementwise_mem_efficiency"]) * 1e3
     sample = _eager_small_ms(p, 4) + logits_ms
-    host = p["host_per_decode_step_ms"] / p["continuous_decode_steps"] + batch * p["host_per_token_us"] / 1e3
+    host = (p["host_per_decode_step_ms"] / p["continuous_decode_steps"]
+            + batch * (p["host_per_token_us"] + p["host_per_request_decode_us"]) / 1e3)
     ov = np.asarray(p["overlap_scheduler_baseline"], dtype=float)
     gpu = fwd + sample
     exposed = (1 - ov) * host + ov * np.maximum(host - gpu, 0.0)

@@ -13,36 +13,20 @@ from .schema import DTYPE_BYTES, Scenario
 Params = dict  # name -> float | np.ndarray
 
 
-def estimate_kernels_per_layer(sc: Scenario) -> dict[str, float]:
-    """Kernel launches per layer by layer type, from the operators the cost model counts.
-
-    MLA attention: 6 GEMMs + attention + 8 small (norms, rope, KV store, copies, residual).
-    GQA attention: 2 GEMMs + attention + 4 small. Dense MLP: 2 GEMMs + 2 small. MoE: router,
-    shared gate_up/down, routed gemm1/gemm2 + 9 small (top-k, align/sort, activations, combine).
-    Plus one kernel per all-reduce. Kimi-K2.5 comes to ~31 per MoE layer ("on the order of 30").
-    """
-    t = sc.target
-    attn = (6 + 1 + 8) if t.attention.kind == "mla" else (2 + 1 + 4)
-    ar = sc.parallel.allreduces_per_layer
-    dense = attn + 2 + 2 + ar
-    moe = attn + 5 + 9 + ar
-    if t.kernels_per_layer:
-        dense = moe = float(t.kernels_per_layer)
-    return {"dense": float(dense), "moe": float(moe)}
-
-
 def scenario_params(sc: Scenario) -> Params:
     """All numbers the cost, cycle and acceptance models read, with units in the names."""
     g, par, t, d, e, s, w = sc.gpu, sc.parallel, sc.target, sc.draft, sc.engine, sc.speculation, sc.workload
     a, dt = t.attention, t.dtypes
     ar_eager = par.allreduce_eager or par.allreduce
-    k = estimate_kernels_per_layer(sc)
     p: Params = {
         # hardware
         "hbm_bytes_per_s": g.hbm_bytes_per_s,
         "mem_efficiency": g.mem_efficiency,
         "flop_efficiency": g.flop_efficiency,
         "kernel_floor_us": g.kernel_floor_us,
+        "gemm_peak_efficiency": g.gemm_peak_efficiency,
+        "gemm_half_efficiency_rows": g.gemm_half_efficiency_rows,
+        "elementwise_mem_efficiency": g.elementwise_mem_efficiency,
         "flops_attention": g.flops_for(dt.attention),
         "flops_dense": g.flops_for(dt.dense_mlp),
         "flops_shared": g.flops_for(dt.shared_experts),
@@ -85,8 +69,6 @@ def scenario_params(sc: Scenario) -> Params:
         "bytes_embedding": DTYPE_BYTES[dt.embedding],
         "bytes_head": DTYPE_BYTES[dt.lm_head],
         "bytes_kv": DTYPE_BYTES[dt.kv_cache],
-        "kernels_dense_layer": k["dense"],
-        "kernels_moe_layer": k["moe"],
         # draft (EAGLE-3 head)
         "draft_layers": float(d.num_layers),
         "draft_hidden": float(d.hidden),
@@ -112,6 +94,8 @@ def scenario_params(sc: Scenario) -> Params:
         "host_sync_us": e.host_sync_us,
         "host_per_cycle_ms": e.host_per_cycle_ms,
         "host_per_token_us": e.host_per_token_us,
+        "host_per_request_us": e.host_per_request_us,
+        "host_per_request_decode_us": e.host_per_request_decode_us,
         "host_per_decode_step_ms": e.host_per_decode_step_ms,
         "overlap_scheduler": float(e.overlap_scheduler),
         "overlap_scheduler_baseline": float(e.overlap_scheduler_baseline),

@@ -1,0 +1,244 @@
+"""The operators of one forward, as data: every kernel the target or the draft head launches.
+
+Each :class:`Op` names one kernel kind of the forward with its count per forward, the bytes it
+moves (weights or KV cache, plus activations), its FLOPs, its GEMM shape and its kernel family;
+:mod:`specsim.physics.cost` turns the list into time. Kernel counts, breakdown tables
+(``specsim verify --breakdown``) and the cost all come from these lists, so nothing is
+counted by hand twice. Shapes are per tensor-parallel rank; any number may be a numpy array.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .collectives import allgather_us, allreduce_us
+from .moe import expected_distinct_experts, experts_read
+from .params import Params
+
+ACT_BYTES = 2.0  # bf16 activations
+LOGIT_BYTES = 4.0  # fp32 logits
+DECODE_QUERY_TILE = 16  # query rows per KV head a decode kernel pads to (tensor-core GQA decode)
+EXTEND_QUERY_TILE = 64  # query rows per KV head an extend/verify kernel pads to (FlashAttention/FlashInfer tile)
+
+
+@dataclass
+class Op:
+    """One kernel kind of a forward (per-kernel numbers; ``count`` kernels per forward)."""
+
+    name: str
+    family: str  # gemm | grouped_gemm | attention | elementwise | collective | fixed
+    phase: str  # attention | mlp | moe | head | comm | misc
+    count: object = 1.0
+    bytes: object = 0.0  # weights or KV bytes per kernel
+    act_bytes: object = 0.0  # activation bytes read + written per kernel
+    flops: object = 0.0
+    m: object = 1.0  # GEMM rows (tokens)
+    n_cols: object = 1.0  # GEMM output columns per rank
+    k_dim: object = 1.0  # GEMM reduction dimension
+    bw_eff: object = 1.0  # achieved / datasheet HBM bandwidth of this kernel's traffic
+    flop_rate: object = 1.0  # peak FLOP/s of the dtype it computes in
+    experts: object = 1.0  # grouped GEMM: experts with work
+    fixed_us: object = 0.0  # collective or fixed-time operators: us per kernel
+
+
+def _gemm(name, phase, count, p: Params, m, k_dim, n_cols, wbytes, flop_rate, bw_eff=None) -> Op:
+    return Op(name, "gemm", phase, count, bytes=k_dim * n_cols * wbytes, act_bytes=m * (k_dim + n_cols) * ACT_BYTES,
+              flops=2.0 * m * k_dim * n_cols, m=m, n_cols=n_cols, k_dim=k_dim,
+              bw_eff=p["mem_efficiency"] if bw_eff is None else bw_eff, flop_rate=flop_rate)
+
+
+def _elem(name, phase, count, p: Params, act_bytes) -> Op:
+    return Op(name, "elementwise", phase, count * p["small_kernel_factor"], act_bytes=act_bytes)
+
+
+def _attention(name, count, p: Params, b, w, ctx_eff, kv_bytes_per_token, q_rows_per_kv, flops_per_row_key, multi):
+    """Attention core over each request's KV: bytes = b x keys x KV bytes; query rows padded to a tile."""
+    tile = np.where(multi, EXTEND_QUERY_TILE, DECODE_QUERY_TILE)
+    rows = q_rows_per_kv * w
+    padded = np.ceil(rows / tile) * tile
+    return Op(name, "attention", "attention", count, bytes=b * ctx_eff * kv_bytes_per_token,
+              flops=b * padded / np.maximum(q_rows_per_kv, 1e-9) * ctx_eff * flops_per_row_key,
+              bw_eff=p["attention_mem_efficiency"], flop_rate=p["flops_bf16"])
+
+
+def _allreduce_params(p: Params, graph):
+    g = np.asarray(graph, dtype=float)
+    alpha = (g * p["allreduce_alpha_graph_us"] + (1 - g) * p["allreduce_alpha_eager_us"]) * p["allreduce_scale"]
+    bw = g * p["allreduce_bus_bytes_per_s"] + (1 - g) * p["allreduce_eager_bus_bytes_per_s"]
+    return alpha, bw
+
+
+def target_ops(p: Params, tokens_per_request, batch=None, ctx=None, graph=None, multi_token=None,
+               routed_tokens=None) -> list[Op]:
+    """Operators of the target forward over batch x tokens_per_request new tokens."""
+    w = np.asarray(tokens_per_request, dtype=float)
+    b = np.asarray(p["batch"] if batch is None else batch, dtype=float)
+    c = np.asarray(p["ctx"] if ctx is None else ctx, dtype=float)
+    graph = p["graph_verify"] if graph is None else graph
+    multi = (w > 1) if multi_token is None else np.asarray(multi_token, dtype=bool)
+    n = b * w
+    tp, h = p["tp"], p["hidden"]
+    L, Lm = p["num_layers"], p["num_moe_layers"]
+    Ld = L - Lm
+    ba, fa = p["bytes_attention"], p["flops_attention"]
+    mla = p["is_mla"]
+    gqa = 1 - mla
+    heads_r = p["num_heads"] / tp
+    kv_r = np.maximum(p["num_kv_heads"] / tp, 1.0)
+    ctx_eff = c + w  # keys attended by the new tokens
+    fused = p["fused_projections"]  # 1: one qkv and one gate_up GEMM; 0: q, k, v / gate, up apart
+    ops: list[Op] = []
+
+    # --- attention, GQA (weights sharded by heads; KV heads replicate when tp > num_kv_heads)
+    d = p["head_dim"]
+    ops += [
+        _gemm("qkv_proj", "attention", gqa * L * fused, p, n, h, (heads_r + 2 * kv_r) * d, ba, fa),
+        _gemm("q_proj", "attention", gqa * L * (1 - fused), p, n, h, heads_r * d, ba, fa),
+        _gemm("kv_proj", "attention", gqa * L * (1 - fused) * 2, p, n, h, kv_r * d, ba, fa),
+        _gemm("o_proj", "attention", gqa * L, p, n, heads_r * d, h, ba, fa),
+        _attention("attention_gqa", gqa * L, p, b, w, ctx_eff, 2 * kv_r * d * p["bytes_kv"], heads_r / kv_r,
+                   4 * kv_r * (heads_r / kv_r) * d, multi),
+        _elem("attn_norm", "attention", gqa * L, p, 4 * n * h * ACT_BYTES),
+        _elem("rope", "attention", gqa * L, p, 2 * n * (heads_r + kv_r) * d * ACT_BYTES),
+        _elem("kv_store", "attention", gqa * L, p, 2 * n * 2 * kv_r * d * p["bytes_kv"]),
+        _elem("attn_residual", "attention", gqa * L, p, 3 * n * h * ACT_BYTES),
+    ]
+
+    # --- attention, MLA (low-rank down-projections replicated, head-wise up-projections sharded)
+    ql, kvl = p["q_lora_rank"], p["kv_lora_rank"]
+    rope, nope, vd = p["qk_rope_head_dim"], p["qk_nope_head_dim"], p["v_head_dim"]
+    qk = nope + rope
+    has_ql = (np.asarray(ql) > 0).astype(float)
+    latent = kvl + rope
+    absorbed = p["mla_absorbed"]  # 1: attention over the latent cache; 0: over per-head K/V
+    per_head = heads_r * (qk + vd)
+    ops += [
+        _gemm("q_a_proj", "attention", mla * L * has_ql, p, n, h, ql, ba, fa),
+        _gemm("q_b_proj", "attention", mla * L, p, n, has_ql * ql + (1 - has_ql) * h, heads_r * qk, ba, fa),
+        _gemm("kv_a_proj", "attention", mla * L, p, n, h, latent, ba, fa),
+        _gemm("w_uk", "attention", mla * L, p, n, kvl, heads_r * nope, ba, fa),
+        _gemm("w_uv", "attention", mla * L, p, n, kvl, heads_r * vd, ba, fa),
+        _gemm("o_proj", "attention", mla * L, p, n, heads_r * vd, h, ba, fa),
+        _attention("attention_mla_latent", mla * L * absorbed, p, b, w, ctx_eff, latent * p["bytes_kv"], heads_r,
+                   2 * (latent + kvl), multi),
+        _attention("attention_mla_per_head", mla * L * (1 - absorbed), p, b, w, ctx_eff, per_head * p["bytes_kv"],
+                   heads_r, 2 * (qk + vd), multi),
+        _elem("attn_norm", "attention", mla * L * 2, p, 4 * n * h * ACT_BYTES),
+        _elem("latent_norms_rope_store", "attention", mla * L * 6, p, 2 * n * (latent + ql) * ACT_BYTES),
+    ]
+
+    # --- dense MLP layers (gate_up fused, down)
+    inter = p["intermediate"] / tp
+    bd, fd = p["bytes_dense"], p["flops_dense"]
+    ops += [
+        _gemm("gate_up_proj", "mlp", Ld * fused, p, n, h, 2 * inter, bd, fd),
+        _gemm("gate_proj|up_proj", "mlp", Ld * (1 - fused) * 2, p, n, h, inter, bd, fd),
+        _gemm("down_proj", "mlp", Ld, p, n, inter, h, bd, fd),
+        _elem("silu_mul", "mlp", Ld, p, 3 * n * inter * ACT_BYTES),
+        _elem("mlp_norm", "mlp", Ld, p, 4 * n * h * ACT_BYTES),
+    ]
+
+    # --- MoE layers: router, shared experts, routed experts (fused: distinct experts; gathered: n*k)
+    E, k = p["num_experts"], p["experts_per_token"]
+    sh = p["num_shared_experts"] * p["shared_intermediate"] / tp
+    bs_, fs = p["bytes_shared"], p["flops_shared"]
+    ei = p["expert_intermediate"] / tp
+    routed = n if routed_tokens is None else np.asarray(routed_tokens, dtype=float)
+    per_token = np.asarray(p["moe_per_token_kernel"]) > 0
+    reads = experts_read(E, k, routed, p["moe_per_token_kernel"])
+    # a gathered kernel that materialises per-token weight copies (HF batched_mm) moves them several times
+    reads = reads * np.where(per_token, p["per_token_traffic_factor"], 1.0)
+    active = np.where(per_token, n * k, expected_distinct_experts(E, k, routed))
+    br, fr = p["bytes_routed"], p["flops_routed"]
+    moe_eff = p["moe_mem_efficiency"]
+    ops += [
+        _gemm("router", "moe", Lm, p, n, h, E, 2.0, p["flops_bf16"]),
+        _gemm("shared_gate_up", "moe", Lm * (sh > 0), p, n, h, 2 * sh, bs_, fs),
+        _gemm("shared_down", "moe", Lm * (sh > 0), p, n, sh, h, bs_, fs),
+        Op("experts_gate_up", "grouped_gemm", "moe", Lm, bytes=reads * 2 * h * ei * br, act_bytes=n * k * (h + 2 * ei) * ACT_BYTES,
+           flops=4 * n * k * h * ei, m=n * k, n_cols=2 * ei, k_dim=h, bw_eff=moe_eff, flop_rate=fr, experts=active),
+        Op("experts_down", "grouped_gemm", "moe", Lm, bytes=reads * h * ei * br, act_bytes=n * k * (h + ei) * ACT_BYTES,
+           flops=2 * n * k * h * ei, m=n * k, n_cols=h, k_dim=ei, bw_eff=moe_eff, flop_rate=fr, experts=active),
+        _elem("moe_topk_sort_align", "moe", Lm * 4, p, n * E * 4.0),
+        _elem("moe_silu_mul", "moe", Lm, p, 3 * n * k * ei * ACT_BYTES),
+        _elem("moe_combine", "moe", Lm, p, n * (k + 1) * h * ACT_BYTES),
+        _elem("moe_norm_misc", "moe", Lm * 3, p, 4 * n * h * ACT_BYTES),
+    ]
+
+    # --- the multi-token (verify / extend) path: extra kernels and extra GPU time per layer
+    ops += [
+        _elem("multi_token_extra_kernels", "misc", np.where(multi, p["multi_token_kernels_per_layer"], 0.0) * L / p["small_kernel_factor"],
+              p, 0.0),
+        Op("multi_token_extra_time", "fixed", "misc", L, fixed_us=np.where(multi, p["multi_token_extra_us_per_layer"], 0.0)),
+    ]
+
+    # --- collectives: per-layer all-reduces, embedding all-reduce, logits all-gather
+    alpha, bw = _allreduce_params(p, graph)
+    rows = np.where(multi, n, b)  # decode computes logits for the last token only
+    tp_on = float(np.all(np.asarray(tp) <= 1)) == 0.0
+    ops += [
+        Op("allreduce", "collective", "comm", (L * p["allreduces_per_layer"] + 1) * tp_on,
+           bytes=n * h * ACT_BYTES, fixed_us=allreduce_us(n * h * ACT_BYTES, tp, alpha, bw)),
+        Op("logits_allgather", "collective", "comm", 1.0 * tp_on, bytes=rows * p["vocab"] * LOGIT_BYTES,
+           fixed_us=allgather_us(rows * p["vocab"] * LOGIT_BYTES, tp, alpha, bw)),
+    ]
+
+    # --- embedding lookup, final norm, lm_head (vocab-parallel)
+    vr = p["vocab"] / tp
+    ops += [
+        _elem("embedding", "head", 1.0, p, 2 * n * h * ACT_BYTES),
+        _elem("final_norm", "head", 1.0, p, 2 * rows * h * ACT_BYTES),
+        _gemm("lm_head", "head", 1.0, p, rows, h, vr, p["bytes_head"], p["flops_head"]),
+    ]
+    return ops
+
+
+def draft_ops(p: Params, tokens_per_request, batch=None, ctx=None, graph=None, fuse=False) -> list[Op]:
+    """Operators of one EAGLE-3 head forward (one Llama-style layer on [embedding; hidden]).
+
+    ``fuse`` adds the fc that fuses 3 target hidden states (draft-extend). The head's lm_head
+    runs over every row (B x topk per draft step), then a softmax + top-k over its vocabulary.
+    """
+    w = np.asarray(tokens_per_request, dtype=float)
+    b = np.asarray(p["batch"] if batch is None else batch, dtype=float)
+    c = np.asarray(p["ctx"] if ctx is None else ctx, dtype=float)
+    graph = p["graph_draft"] if graph is None else graph
+    n = b * w
+    tp = p["tp"]
+    h = p["draft_hidden"]
+    by, fl = p["bytes_draft"], p["flops_draft"]
+    L = p["draft_layers"]
+    heads_r = p["draft_heads"] / tp
+    kv_r = np.maximum(p["draft_kv_heads"] / tp, 1.0)
+    d = p["draft_head_dim"]
+    ctx_eff = c + w
+    f = np.asarray(fuse, dtype=float)
+    inter = p["draft_intermediate"] / tp
+    vr = p["draft_vocab"] / tp
+    ops = [
+        _gemm("fc_fuse_hidden", "mlp", f * (p["draft_fuse"] > 0), p, n, p["draft_fuse"] * p["hidden"], h, by, fl),
+        _gemm("qkv_proj", "attention", L, p, n, 2 * h, (heads_r + 2 * kv_r) * d, by, fl),
+        _gemm("o_proj", "attention", L, p, n, heads_r * d, h, by, fl),
+        _attention("attention", L, p, b, w, ctx_eff, 2 * kv_r * d * p["bytes_kv"], heads_r / kv_r,
+                   4 * kv_r * (heads_r / kv_r) * d, w > 1),
+        _gemm("gate_up_proj", "mlp", L, p, n, h, 2 * inter, by, fl),
+        _gemm("down_proj", "mlp", L, p, n, inter, h, by, fl),
+    ]
+    nsmall = np.maximum(p["draft_kernels_per_layer"] - 6 - p["allreduces_per_layer"], 0.0)
+    ops.append(_elem("norms_rope_act_store", "attention", L * nsmall, p, 4 * n * h * ACT_BYTES))
+    ops.append(_elem("embedding_norm", "head", 2.0, p, 4 * n * h * ACT_BYTES))
+    alpha, bw = _allreduce_params(p, graph)
+    tp_on = float(np.all(np.asarray(tp) <= 1)) == 0.0
+    ops.append(Op("allreduce", "collective", "comm", (L * p["allreduces_per_layer"] + 1) * tp_on,
+                  bytes=n * h * ACT_BYTES, fixed_us=allreduce_us(n * h * ACT_BYTES, tp, alpha, bw)))
+    ops.append(_gemm("lm_head", "head", 1.0, p, n, h, vr, by, fl))
+    ops.append(Op("logits_allgather", "collective", "comm", 1.0 * tp_on, bytes=n * p["draft_vocab"] * LOGIT_BYTES,
+                  fixed_us=allgather_us(n * p["draft_vocab"] * LOGIT_BYTES, tp, alpha, bw)))
+    return ops
+
+
+def kernels_per_forward(ops: list[Op]) -> float:
+    """Kernel launches of a forward, counted from its operator list."""
+    return float(sum(np.max(np.asarray(o.count, dtype=float)) for o in ops if o.family != "fixed"))

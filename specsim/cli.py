@@ -99,39 +99,103 @@ def _emit(obj: dict) -> None:
     typer.echo(json.dumps(_json_safe(obj), indent=2, allow_nan=False))
 
 
-ScenarioOpt = typer.Option(None, "--scenario", "-s", help="built-in scenario name or scenario JSON file")
-ModelOpt = typer.Option(None, "--model", help="model preset or path to a Hugging Face config.json")
-GpuOpt = typer.Option(None, "--gpu", help="GPU preset (h100, h200, b200, h20, a100)")
-TpOpt = typer.Option(None, "--tp", help="tensor-parallel size")
-BatchOpt = typer.Option(None, "--batch", help="concurrent requests")
-CtxOpt = typer.Option(None, "--ctx", help="context length in tokens")
+def _flag_without_type(self, ctx):
+    """Flags (--json, --on/--off, --help) take no value: show no <bool> type column for them."""
+    if getattr(self, "is_flag", False):
+        return None
+    return _typer_display_type(self, ctx)
+
+
+try:  # typer >= 0.20 prints a type column for every option, flags included
+    from typer.core import TyperOption as _TyperOption
+
+    _typer_display_type = _TyperOption.display_type_rich
+    _TyperOption.display_type_rich = _flag_without_type  # type: ignore[method-assign]
+except (ImportError, AttributeError):  # pragma: no cover - older typer
+    pass
+
+# ---- the one shared set of deployment options: predict, verify, sweep, every whatif, explain, report ----
+ScenarioOpt = typer.Option(None, "--scenario", "-s", help="built-in scenario name or scenario JSON file "
+                           "(default kimi-k2.5-seed)")
+ModelOpt = typer.Option(None, "--model", help="model preset (see `specsim scenarios`) or path to a Hugging Face "
+                        "config.json; a new deployment built from presets")
+GpuOpt = typer.Option(None, "--gpu", help="GPU preset: h100, h200, b200, h20, a100")
+TpOpt = typer.Option(None, "--tp", help="tensor-parallel size (must divide the attention heads)")
+EngineOpt = typer.Option(None, "--engine", help="engine preset: sglang, sglang-v2, vllm, hf-transformers "
+                         "(a new deployment)")
+DtypeOpt = typer.Option(None, "--dtype", help="weight dtype: bf16, fp8 or int4 (int4: routed experts of a MoE)")
+BatchOpt = typer.Option(None, "--batch", help="concurrent requests (batch size)")
+CtxOpt = typer.Option(None, "--ctx", help="context length per request, tokens")
+StepsOpt = typer.Option(None, "--steps", help="draft steps per cycle (chain length, tree depth)")
+TopkOpt = typer.Option(None, "--topk", help="branching per draft step (1 = chain)")
+DraftTokensOpt = typer.Option(None, "--draft-tokens", help="tokens verified per request (topk=1 forces steps+1)")
+AcceptOpt = typer.Option(None, "--accept", help="accept length tau at these steps, bonus token included")
+AcceptRatesOpt = typer.Option(None, "--accept-rates", help="conditional acceptance per draft position, e.g. 0.8,0.6,0.4")
+JsonOpt = typer.Option(False, "--json", help="print one JSON object instead of text")
+
+_DEPLOYMENT = (  # (parameter, type, option): one definition, reused by every planning command
+    ("scenario", str | None, ScenarioOpt), ("model", str | None, ModelOpt), ("gpu", str | None, GpuOpt),
+    ("tp", int | None, TpOpt), ("engine", str | None, EngineOpt), ("dtype", str | None, DtypeOpt),
+    ("batch", int | None, BatchOpt), ("ctx", int | None, CtxOpt), ("steps", int | None, StepsOpt),
+    ("topk", int | None, TopkOpt), ("draft_tokens", int | None, DraftTokensOpt),
+    ("accept", float | None, AcceptOpt), ("accept_rates", str | None, AcceptRatesOpt),
+)
+
+
+def deployment_options(*, skip: tuple[str, ...] = ()):
+    """Add the shared deployment options to a command; it receives them as ``deploy`` (a dict of the
+    ``build_scenario`` overrides that were given, plus ``scenario``). ``skip`` leaves some out
+    (e.g. sweep takes lists for steps/topk/tp/...)."""
+    import functools
+    import inspect
+
+    def deco(fn):
+        sig = inspect.signature(fn, eval_str=True)
+        own = [p for p in sig.parameters.values() if p.name != "deploy"]
+        names = [n for n, _, _ in _DEPLOYMENT if n not in skip]
+        extra = [inspect.Parameter(n, inspect.Parameter.KEYWORD_ONLY, default=o, annotation=t)
+                 for n, t, o in _DEPLOYMENT if n in names]
+
+        @functools.wraps(fn)
+        def wrapper(**kw):
+            given = {n: kw.pop(n) for n in names}
+            return fn(**kw, deploy=_deploy_kwargs(given))
+
+        wrapper.__signature__ = sig.replace(parameters=own + extra)  # type: ignore[attr-defined]
+        wrapper.__annotations__ = {p.name: p.annotation for p in own + extra}
+        return wrapper
+
+    return deco
+
+
+def _deploy_kwargs(given: dict) -> dict:
+    """The deployment options that were given, parsed (accept-rates -> floats)."""
+    out = {k: v for k, v in given.items() if v is not None}
+    if "accept_rates" in out:
+        out["accept_rates"] = _floats(out["accept_rates"], "accept-rates")
+    return out
+
+
+def _split_scenario(deploy: dict) -> tuple[str | None, dict]:
+    d = dict(deploy)
+    return d.pop("scenario", None), d
 
 
 @app.command()
+@deployment_options()
 def predict(
-    scenario: str | None = ScenarioOpt,
-    model: str | None = ModelOpt,
-    gpu: str | None = GpuOpt,
-    tp: int | None = TpOpt,
-    steps: int | None = typer.Option(None, "--steps", help="draft steps (tree depth)"),
-    topk: int | None = typer.Option(None, "--topk", help="branching per draft step (1 = chain)"),
-    draft_tokens: int | None = typer.Option(None, "--draft-tokens", help="verify width; topk=1 forces steps+1"),
-    accept: float | None = typer.Option(None, "--accept", help="accept length tau at these steps (bonus included)"),
-    accept_rates: str | None = typer.Option(None, "--accept-rates", help="conditional acceptance per position, e.g. 0.8,0.6"),
-    batch: int | None = BatchOpt,
-    ctx: int | None = CtxOpt,
-    engine: str | None = typer.Option(None, "--engine", help="engine preset (sglang, sglang-v2, vllm)"),
-    as_json: bool = typer.Option(False, "--json", help="one JSON object"),
     fmt: Fmt = typer.Option(Fmt.text, "--format", help="text, markdown (md) or json"),
+    as_json: bool = JsonOpt,
+    deploy: dict | None = None,
 ) -> None:
-    """Predict speculative tok/s, speedup and where the cycle time goes."""
+    """Predict speculative tok/s, speedup and where the cycle time goes.
+
+    Example: specsim predict --model llama-3.1-70b --gpu h100 --tp 4 --steps 3 --accept 2.8
+    """
     from .analysis.predict import predict as _predict
 
-    res = _predict(
-        scenario, model=model, gpu=gpu, tp=tp, steps=steps, topk=topk, draft_tokens=draft_tokens, accept=accept,
-        accept_rates=_floats(accept_rates, "accept-rates"), batch=batch, ctx=ctx,
-        engine=engine,
-    )
+    scenario, kw = _split_scenario(deploy or {})
+    res = _predict(scenario, **kw)
     if as_json or fmt == Fmt.json:
         _emit(res.to_dict())
     elif fmt in (Fmt.markdown, Fmt.md):
@@ -141,22 +205,22 @@ def predict(
 
 
 @app.command()
+@deployment_options()
 def verify(
     tokens: str = typer.Option("1,2,3,4,6,8,16,32,64", "--tokens", help="verify widths, e.g. 1,3,6,16 or 1-8"),
-    scenario: str | None = ScenarioOpt,
-    model: str | None = ModelOpt,
-    gpu: str | None = GpuOpt,
-    tp: int | None = TpOpt,
-    batch: int | None = BatchOpt,
-    ctx: int | None = CtxOpt,
-    as_json: bool = typer.Option(False, "--json"),
-    fmt: Fmt = typer.Option(Fmt.text, "--format"),
+    fmt: Fmt = typer.Option(Fmt.text, "--format", help="text, markdown (md) or json"),
+    as_json: bool = JsonOpt,
+    deploy: dict | None = None,
 ) -> None:
-    """Target verify forward time (ms) per number of draft tokens per request."""
+    """Target verify forward time (ms) per number of draft tokens per request.
+
+    Example: specsim verify --model llama-3.1-70b --gpu h100 --tp 4 --tokens 1,4,8,16
+    """
     from .analysis.predict import verify_ms
     from .output.render import verify_markdown
 
-    curve = verify_ms(_ints(tokens, "tokens"), scenario, model=model, gpu=gpu, tp=tp, batch=batch, ctx=ctx)
+    scenario, kw = _split_scenario(deploy or {})
+    curve = verify_ms(_ints(tokens, "tokens"), scenario, **kw)
     if as_json or fmt == Fmt.json:
         _emit(curve.to_dict())
     elif fmt in (Fmt.markdown, Fmt.md):
@@ -180,77 +244,41 @@ def scenarios(as_json: bool = typer.Option(False, "--json")) -> None:
     typer.echo(f"\nmodel presets: {', '.join(model_names())}\nGPU presets: {', '.join(gpu_names())}")
 
 
-def _scenario_for(scenario, model, gpu, tp, steps, topk, accept, batch, ctx):
-    from .analysis.predict import build_scenario
+def _scenario_for(scenario, deploy):
+    from .analysis.build import build_scenario
 
-    return build_scenario(scenario, model=model, gpu=gpu, tp=tp, steps=steps, topk=topk, accept=accept, batch=batch, ctx=ctx)
+    return build_scenario(scenario, **{k: v for k, v in (deploy or {}).items() if k != "scenario"})
 
 
 @scenario_app.command("show")
+@deployment_options(skip=("scenario",))
 def scenario_show(
     scenario: str | None = typer.Argument(None, help="built-in name or file (default: kimi-k2.5-seed)"),
-    model: str | None = ModelOpt,
-    gpu: str | None = GpuOpt,
-    tp: int | None = TpOpt,
-    steps: int | None = typer.Option(None, "--steps"),
-    topk: int | None = typer.Option(None, "--topk"),
-    accept: float | None = typer.Option(None, "--accept"),
-    batch: int | None = BatchOpt,
-    ctx: int | None = CtxOpt,
+    deploy: dict | None = None,
 ) -> None:
-    """Readable summary of a scenario's inputs and their sources."""
-    from .output.render import table_text
+    """Readable summary of a scenario's inputs and their sources.
 
-    sc = _scenario_for(scenario, model, gpu, tp, steps, topk, accept, batch, ctx)
-    rows = [
-        ["scenario", sc.name], ["description", sc.description],
-        ["GPU", f"{sc.gpu.name}: {sc.gpu.hbm_bytes_per_s / 1e12:.2f} TB/s, {sc.gpu.peak_flops['bf16'] / 1e12:.0f} TFLOP/s bf16"],
-        ["TP", sc.parallel.tp],
-        ["all-reduce (graph)", f"{sc.parallel.allreduce.name}, alpha {sc.parallel.allreduce.alpha_at(sc.parallel.tp):.1f} us"],
-    ]
-    if sc.parallel.allreduce_eager:
-        ae = sc.parallel.allreduce_eager
-        rows.append(["all-reduce (eager)", f"{ae.name}, alpha {ae.alpha_at(sc.parallel.tp):.1f} us"])
-    t = sc.target
-    moe = f", MoE {t.moe.num_experts}x top-{t.moe.experts_per_token}" if t.moe else ", dense"
-    rows += [
-        ["target", f"{t.name}: {t.num_layers} layers, hidden {t.hidden}, {t.attention.kind.upper()}{moe}"],
-        ["draft", f"{sc.draft.name}: hidden {sc.draft.hidden}, vocab {sc.draft.draft_vocab}"],
-        ["engine", f"{sc.engine.name}; graphs decode={sc.engine.graph_decode} verify={sc.engine.graph_verify} "
-                   f"draft={sc.engine.graph_draft} extend={sc.engine.graph_draft_extend}; overlap={sc.engine.overlap_scheduler}"],
-        ["speculation", f"steps={sc.speculation.steps} topk={sc.speculation.topk} draft_tokens={sc.speculation.num_draft_tokens}"],
-        ["acceptance", sc.acceptance.model_dump(exclude_none=True)],
-        ["workload", f"batch={sc.workload.batch} ctx={sc.workload.ctx}"],
-    ]
-    typer.echo(table_text(["field", "value"], rows))
-    srcs = []
-    for comp in ("gpu", "target", "draft", "engine"):
-        for k, v in getattr(sc, comp).sources.items():
-            srcs.append([f"{comp}.{k}", v])
-    if srcs:
-        typer.echo("\n" + table_text(["number", "source"], srcs, "sources"))
-    for k in ("assumptions",):
-        for a in sc.provenance.get(k, []) or []:
-            typer.echo(f"assumption: {a}")
+    Example: specsim scenario show --model llama-3.1-70b --gpu h100 --tp 4
+    """
+    from .output.render import scenario_text
+
+    typer.echo(scenario_text(_scenario_for(scenario, deploy)))
 
 
 @scenario_app.command("dump")
+@deployment_options(skip=("scenario",))
 def scenario_dump(
     scenario: str | None = typer.Argument(None, help="built-in name or file (default: kimi-k2.5-seed)"),
-    model: str | None = ModelOpt,
-    gpu: str | None = GpuOpt,
-    tp: int | None = TpOpt,
-    steps: int | None = typer.Option(None, "--steps"),
-    topk: int | None = typer.Option(None, "--topk"),
-    accept: float | None = typer.Option(None, "--accept"),
-    batch: int | None = BatchOpt,
-    ctx: int | None = CtxOpt,
     out: Path | None = typer.Option(None, "--out", "-o", help="write to this file (atomically) instead of stdout"),
+    deploy: dict | None = None,
 ) -> None:
-    """The full scenario as JSON (editable, and accepted back by --scenario FILE)."""
+    """The full scenario as JSON (editable, and accepted back by --scenario FILE).
+
+    Example: specsim scenario dump --model llama-3.1-70b --gpu h100 --tp 4 -o llama70b.json
+    """
     from .io.files import write_atomic
 
-    sc = _scenario_for(scenario, model, gpu, tp, steps, topk, accept, batch, ctx)
+    sc = _scenario_for(scenario, deploy)
     text = sc.model_dump_json(indent=1)
     if out:
         write_atomic(out, text + "\n")
@@ -413,42 +441,60 @@ def _float_list(text: str | None, field: str) -> list[float] | None:
 
 
 @app.command()
+@deployment_options(skip=("gpu", "tp", "batch", "ctx", "steps", "topk", "draft_tokens", "accept", "accept_rates"))
 def sweep(
-    scenario: str | None = ScenarioOpt,
-    steps: str | None = typer.Option(None, "--steps", help="e.g. 1-10 or 1,2,4"),
-    topk: str | None = typer.Option(None, "--topk", help="e.g. 1,2,4"),
-    draft_tokens: str | None = typer.Option(None, "--draft-tokens", help="verify widths for topk > 1"),
+    steps: str | None = typer.Option(None, "--steps", help="draft steps to sweep, e.g. 1-10 or 1,2,4"),
+    topk: str | None = typer.Option(None, "--topk", help="branching values to sweep, e.g. 1,2,4"),
+    draft_tokens: str | None = typer.Option(None, "--draft-tokens", help="verify widths to sweep (for topk > 1)"),
     accept: str | None = typer.Option(None, "--accept", help="accept lengths at --accept-at-steps, e.g. 1.5:3.5:0.5"),
     accept_at_steps: int | None = typer.Option(None, "--accept-at-steps", help="steps the --accept values refer to"),
     accept_rates: str | None = typer.Option(None, "--accept-rates", help="profiles separated by ';', e.g. '0.8,0.6;0.7,0.5'"),
-    tp: str | None = typer.Option(None, "--tp", help="e.g. 4,8"),
-    batch: str | None = typer.Option(None, "--batch", help="e.g. 1,8,32 or 1-64"),
-    ctx: str | None = typer.Option(None, "--ctx", help="context lengths"),
+    tp: str | None = typer.Option(None, "--tp", help="tensor-parallel sizes, e.g. 4,8"),
+    batch: str | None = typer.Option(None, "--batch", help="batch sizes, e.g. 1,8,32 or 1-64"),
+    ctx: str | None = typer.Option(None, "--ctx", help="context lengths, e.g. 2048,8192"),
     gpu: str | None = typer.Option(None, "--gpu", help="GPU presets, e.g. h100,h200,b200"),
-    allreduce_scale: str | None = typer.Option(None, "--allreduce-scale", help="all-reduce latency multipliers"),
+    allreduce_scale: str | None = typer.Option(None, "--allreduce-scale", help="all-reduce latency multipliers, e.g. 0.5,1"),
     top: int = typer.Option(15, "--top", help="rows in the ranked table"),
-    as_json: bool = typer.Option(False, "--json"),
     csv: Path | None = typer.Option(None, "--csv", help="write every configuration as CSV ('-' for stdout)"),
-    fmt: Fmt = typer.Option(Fmt.text, "--format"),
+    fmt: Fmt = typer.Option(Fmt.text, "--format", help="text, markdown (md) or json"),
+    as_json: bool = JsonOpt,
+    deploy: dict | None = None,
 ) -> None:
-    """Sweep configurations (vectorised); print the best and a ranked table."""
-    from .output.render import table_markdown
-    from .analysis.sweep import COLUMNS
-    from .analysis.sweep import sweep as _sweep
+    """Sweep configurations (vectorised); print the best and a ranked table.
 
+    One value of --gpu, --tp, --batch or --ctx sets the deployment (with --model, its name);
+    several are swept.
+
+    Example: specsim sweep --model llama-3.1-70b --gpu h100 --tp 4 --steps 1-8 --accept-rates 0.8,0.7,0.6
+    """
+    from .analysis.build import build_scenario
+    from .analysis.sweep import sweep as _sweep
+    from .output.render import sweep_markdown, sweep_text
+
+    if top < 1:
+        _fail(f"top: got {top}; must be an integer >= 1")
     profiles = None
     if accept_rates is not None:
         profiles = [_floats(x, "accept-rates") for x in accept_rates.split(";") if x.strip()]
         if not profiles:
             _fail(f"accept-rates: got {accept_rates!r}; expected at least one profile")
+    gpus = [g.strip() for g in gpu.split(",") if g.strip()] if gpu is not None else None
+    tps = _ints(tp, "tp") if tp else None
+    batches = _ints(batch, "batch") if batch else None
+    ctxs = _ints(ctx, "ctx") if ctx else None
+    scenario, kw = _split_scenario(deploy or {})
+    # a single value is the deployment itself (named after it); several are swept axes
+    for key, vals in (("gpu", gpus), ("tp", tps), ("batch", batches), ("ctx", ctxs)):
+        if vals is not None and len(vals) == 1:
+            kw[key] = vals[0]
+    base = build_scenario(scenario, **kw)
     res = _sweep(
-        scenario,
+        base,
         steps=_ints(steps, "steps") if steps else None, topk=_ints(topk, "topk") if topk else None,
         draft_tokens=_ints(draft_tokens, "draft-tokens") if draft_tokens else None,
         accept=_float_list(accept, "accept"), accept_at_steps=accept_at_steps, accept_rates=profiles,
-        tp=_ints(tp, "tp") if tp else None, batch=_ints(batch, "batch") if batch else None,
-        ctx=_ints(ctx, "ctx") if ctx else None,
-        gpu=[g for g in gpu.split(",") if g.strip()] if gpu is not None else None,
+        tp=tps if tps and len(tps) > 1 else None, batch=batches if batches and len(batches) > 1 else None,
+        ctx=ctxs if ctxs and len(ctxs) > 1 else None, gpu=gpus if gpus and len(gpus) > 1 else None,
         allreduce_scale=_float_list(allreduce_scale, "allreduce-scale"),
     )
     if csv is not None:
@@ -462,13 +508,9 @@ def sweep(
     if as_json or fmt == Fmt.json:
         _emit(res.to_dict(top))
     elif fmt in (Fmt.markdown, Fmt.md):
-        b = res.best()
-        typer.echo(f"**Best of {res.n:,} configurations (modeled):** steps={b['steps']}, topk={b['topk']}, "
-                   f"draft tokens={b['draft_tokens']}, TP={b['tp']}, batch={b['batch']}, GPU={b['gpu']}: "
-                   f"{b['tok_s']:.1f} tok/s ({b['speedup']:.3f}x)\n")
-        typer.echo(table_markdown(list(COLUMNS), [[r[c] for c in COLUMNS] for r in res.ranked(top)]))
+        typer.echo(sweep_markdown(res, top))
     else:
-        typer.echo(repr(res))
+        typer.echo(sweep_text(res, top))
 
 
 def _show_whatif(res, as_json: bool, fmt: Fmt) -> None:
@@ -480,33 +522,39 @@ def _show_whatif(res, as_json: bool, fmt: Fmt) -> None:
         typer.echo(repr(res))
 
 
-JsonOpt = typer.Option(False, "--json")
-FmtOpt = typer.Option(Fmt.text, "--format")
+FmtOpt = typer.Option(Fmt.text, "--format", help="text, markdown (md) or json")
 
 
 @whatif_app.command("training")
+@deployment_options()
 def whatif_training_cmd(
-    scenario: str | None = ScenarioOpt,
     target_samples: str = typer.Option("1.4M", "--target-samples", help="draft training samples to evaluate, e.g. 1.4M"),
-    current_samples: str | None = typer.Option(None, "--current-samples", help="samples of today's draft (default 37K)"),
+    current_samples: str | None = typer.Option(None, "--current-samples", help="samples today's draft was trained on "
+                                               "(default: the scenario's draft.training_samples)"),
     data: list[str] = typer.Option([], "--data", help="extra point SAMPLES=TAU[@STEPS], e.g. 100K=2.6; repeat"),
     only_data: bool = typer.Option(False, "--only-data", help="fit to the --data points alone (no published drafts)"),
-    gpu_hours_per_100k: float | None = typer.Option(None, "--gpu-hours-per-100k", help="data generation + training cost"),
+    gpu_hours_per_100k: float | None = typer.Option(None, "--gpu-hours-per-100k", help="data generation + training "
+                                                    "GPU-hours per 100K samples (default: scaled to this target and draft)"),
     fleet_tokens_per_day: float = typer.Option(1e9, "--fleet-tokens-per-day", help="tokens served per day"),
-    gpus_per_replica: int | None = typer.Option(None, "--gpus-per-replica", help="default: the scenario's TP"),
-    max_steps: int = typer.Option(10, "--max-steps"),
-    as_json: bool = JsonOpt,
+    gpus_per_replica: int | None = typer.Option(None, "--gpus-per-replica", help="GPUs per serving replica (default: TP)"),
+    max_steps: int = typer.Option(10, "--max-steps", help="largest step count searched for the best one"),
     fmt: Fmt = FmtOpt,
+    as_json: bool = JsonOpt,
+    deploy: dict | None = None,
 ) -> None:
-    """Accept length vs draft training samples (fitted, with band), tok/s and payback."""
+    """Accept length vs draft training samples (fitted, with band), tok/s and payback.
+
+    Example: specsim whatif training --model llama-3.1-70b --gpu h100 --tp 4 --target-samples 1M
+    """
     from .analysis.training import whatif_training
 
+    scenario, kw = _split_scenario(deploy or {})
     res = whatif_training(
         scenario, target_samples=_samples(target_samples, "target-samples"),
         current_samples=_samples(current_samples, "current-samples") if current_samples is not None else None,
         data=data or None, max_steps=max_steps,
         gpu_hours_per_100k_samples=gpu_hours_per_100k, fleet_tokens_per_day=fleet_tokens_per_day,
-        gpus_per_replica=gpus_per_replica, use_default_data=not only_data,
+        gpus_per_replica=gpus_per_replica, use_default_data=not only_data, **kw,
     )
     if as_json or fmt == Fmt.json:
         _emit(res.to_dict())
@@ -517,100 +565,124 @@ def whatif_training_cmd(
 
 
 @whatif_app.command("allreduce")
+@deployment_options()
 def whatif_allreduce_cmd(
-    scenario: str | None = ScenarioOpt,
-    scale: float | None = typer.Option(None, "--scale", help="multiply all-reduce latency"),
+    scale: float | None = typer.Option(None, "--scale", help="multiply all-reduce latency, e.g. 0.5"),
     impl: str | None = typer.Option(None, "--impl", help="all-reduce preset (nccl-nvlink4, sglang-custom-nvlink4, nvls, ...)"),
     alpha_us: float | None = typer.Option(None, "--alpha-us", help="set all-reduce latency (us) at the scenario's TP"),
     seed_tuning: bool = typer.Option(False, "--seed-nccl-tuning", help="the founding case: untuned -> tuned NCCL"),
-    steps: int | None = typer.Option(None, "--steps"),
-    as_json: bool = JsonOpt,
     fmt: Fmt = FmtOpt,
+    as_json: bool = JsonOpt,
+    deploy: dict | None = None,
 ) -> None:
-    """All-reduce latency or implementation (e.g. the seed's NCCL tuning)."""
+    """All-reduce latency or implementation (e.g. the seed's NCCL tuning).
+
+    Example: specsim whatif allreduce --model llama-3.1-70b --gpu h100 --tp 4 --scale 0.5
+    """
     from .analysis.whatif import seed_nccl_tuning, whatif_allreduce
 
-    if seed_tuning and any(x is not None for x in (scenario, scale, impl, alpha_us, steps)):
-        _fail("seed-nccl-tuning: compares the two built-in seed scenarios; it takes no --scenario, --scale, --impl, "
-              "--alpha-us or --steps")
-    res = seed_nccl_tuning() if seed_tuning else whatif_allreduce(scenario, scale=scale, impl=impl, alpha_us=alpha_us, steps=steps)
+    scenario, kw = _split_scenario(deploy or {})
+    if seed_tuning and (deploy or any(x is not None for x in (scale, impl, alpha_us))):
+        _fail("seed-nccl-tuning: compares the two built-in seed scenarios; it takes no deployment option, "
+              "--scale, --impl or --alpha-us")
+    res = seed_nccl_tuning() if seed_tuning else whatif_allreduce(scenario, scale=scale, impl=impl, alpha_us=alpha_us, **kw)
     _show_whatif(res, as_json, fmt)
 
 
 @whatif_app.command("gpu")
+@deployment_options()
 def whatif_gpu_cmd(
     to: str = typer.Option(..., "--to", help="GPU preset to move to"),
-    scenario: str | None = ScenarioOpt,
-    steps: int | None = typer.Option(None, "--steps"),
-    as_json: bool = JsonOpt,
     fmt: Fmt = FmtOpt,
+    as_json: bool = JsonOpt,
+    deploy: dict | None = None,
 ) -> None:
-    """Swap the GPU of the same deployment (its numbers and default graph all-reduce; engine kept)."""
+    """Swap the GPU of the same deployment (its numbers and default graph all-reduce; engine kept).
+
+    Example: specsim whatif gpu --model llama-3.1-70b --gpu h100 --tp 4 --to b200
+    """
     from .analysis.whatif import whatif_gpu
 
-    _show_whatif(whatif_gpu(scenario, to=to, steps=steps), as_json, fmt)
+    scenario, kw = _split_scenario(deploy or {})
+    _show_whatif(whatif_gpu(scenario, to=to, **kw), as_json, fmt)
 
 
 @whatif_app.command("tp")
+@deployment_options()
 def whatif_tp_cmd(
     to: int = typer.Option(..., "--to", help="TP size to move to"),
-    scenario: str | None = ScenarioOpt,
-    steps: int | None = typer.Option(None, "--steps"),
-    as_json: bool = JsonOpt,
     fmt: Fmt = FmtOpt,
+    as_json: bool = JsonOpt,
+    deploy: dict | None = None,
 ) -> None:
-    """Change the tensor-parallel size."""
+    """Change the tensor-parallel size.
+
+    Example: specsim whatif tp --model llama-3.1-70b --gpu h100 --tp 4 --to 8
+    """
     from .analysis.whatif import whatif_tp
 
-    _show_whatif(whatif_tp(scenario, to=to, steps=steps), as_json, fmt)
+    scenario, kw = _split_scenario(deploy or {})
+    _show_whatif(whatif_tp(scenario, to=to, **kw), as_json, fmt)
 
 
 @whatif_app.command("quant")
+@deployment_options(skip=("dtype",))
 def whatif_quant_cmd(
-    dtype: str = typer.Option(..., "--dtype", help="bf16, fp8, int8, int4 or fp4"),
+    dtype: str = typer.Option(..., "--dtype", help="dtype to move to: bf16, fp8, int8, int4 or fp4"),
     target: str = typer.Option("routed_experts", "--target", help="routed_experts, shared_experts, attention, dense_mlp, all"),
-    scenario: str | None = ScenarioOpt,
-    steps: int | None = typer.Option(None, "--steps"),
-    as_json: bool = JsonOpt,
     fmt: Fmt = FmtOpt,
+    as_json: bool = JsonOpt,
+    deploy: dict | None = None,
 ) -> None:
-    """Quantise the experts (or other weights)."""
+    """Quantise the experts (or other weights).
+
+    Example: specsim whatif quant --model llama-3.1-70b --gpu h100 --tp 4 --dtype fp8 --target all
+    """
     from .analysis.whatif import whatif_quant
 
-    _show_whatif(whatif_quant(scenario, dtype=dtype, target=target, steps=steps), as_json, fmt)
+    scenario, kw = _split_scenario(deploy or {})
+    _show_whatif(whatif_quant(scenario, dtype=dtype, target=target, **kw), as_json, fmt)
 
 
 @whatif_app.command("graph")
+@deployment_options()
 def whatif_graph_cmd(
     phase: str = typer.Option(..., "--phase", help="decode, verify, draft or draft_extend"),
     on: bool | None = typer.Option(None, "--on/--off", help="capture the phase in a CUDA graph, or run it eagerly (required)"),
-    scenario: str | None = ScenarioOpt,
-    steps: int | None = typer.Option(None, "--steps"),
-    as_json: bool = JsonOpt,
     fmt: Fmt = FmtOpt,
+    as_json: bool = JsonOpt,
+    deploy: dict | None = None,
 ) -> None:
-    """Turn CUDA-graph capture of one phase on or off."""
+    """Turn CUDA-graph capture of one phase on or off.
+
+    Example: specsim whatif graph --model llama-3.1-70b --gpu h100 --tp 4 --phase verify --off
+    """
     from .analysis.whatif import whatif_graph
 
     if on is None:
         _fail("on/off: say --on or --off")
-    _show_whatif(whatif_graph(scenario, phase=phase, on=on, steps=steps), as_json, fmt)
+    scenario, kw = _split_scenario(deploy or {})
+    _show_whatif(whatif_graph(scenario, phase=phase, on=on, **kw), as_json, fmt)
 
 
 @whatif_app.command("overlap")
+@deployment_options()
 def whatif_overlap_cmd(
     on: bool | None = typer.Option(None, "--on/--off", help="overlap scheduler for speculative cycles (required)"),
-    scenario: str | None = ScenarioOpt,
-    steps: int | None = typer.Option(None, "--steps"),
-    as_json: bool = JsonOpt,
     fmt: Fmt = FmtOpt,
+    as_json: bool = JsonOpt,
+    deploy: dict | None = None,
 ) -> None:
-    """Overlap scheduler on or off (SGLang spec v2 vs v1)."""
+    """Overlap scheduler on or off (SGLang spec v2 vs v1).
+
+    Example: specsim whatif overlap --model llama-3.1-70b --gpu h100 --tp 4 --on
+    """
     from .analysis.whatif import whatif_overlap
 
     if on is None:
         _fail("on/off: say --on or --off")
-    _show_whatif(whatif_overlap(scenario, on=on, steps=steps), as_json, fmt)
+    scenario, kw = _split_scenario(deploy or {})
+    _show_whatif(whatif_overlap(scenario, on=on, **kw), as_json, fmt)
 
 
 class ExplainFmt(str, Enum):
@@ -622,49 +694,56 @@ class ExplainFmt(str, Enum):
 
 
 @app.command()
+@deployment_options()
 def explain(
-    scenario: str | None = ScenarioOpt,
-    steps: int | None = typer.Option(None, "--steps"),
-    accept: float | None = typer.Option(None, "--accept"),
-    batch: int | None = BatchOpt,
-    fmt: ExplainFmt = typer.Option(ExplainFmt.markdown, "--format", help="markdown, latex, text or json"),
+    fmt: ExplainFmt = typer.Option(ExplainFmt.text, "--format", help="text (terminal), markdown, latex or json"),
+    as_json: bool = JsonOpt,
+    deploy: dict | None = None,
 ) -> None:
-    """Closed forms (sympy): break-even accept length, optimal steps, elasticities, with numbers."""
+    """Closed forms (sympy): break-even accept length, optimal steps, elasticities, with numbers.
+
+    Example: specsim explain --model llama-3.1-70b --gpu h100 --tp 4 --accept 2.8
+    """
     from .analysis.symbolic import closed_forms
     from .analysis.symbolic import explain as _explain
 
-    kw = {k: v for k, v in dict(steps=steps, accept=accept, batch=batch).items() if v is not None}
-    if fmt == ExplainFmt.json:
+    scenario, kw = _split_scenario(deploy or {})
+    if as_json or fmt == ExplainFmt.json:
         _emit(closed_forms(scenario, **kw).to_dict())
         return
     typer.echo(_explain(scenario, fmt="markdown" if fmt == ExplainFmt.md else fmt.value, **kw))
 
 
 @app.command()
+@deployment_options()
 def report(
-    scenario: str | None = ScenarioOpt,
-    model: str | None = ModelOpt,
-    gpu: str | None = GpuOpt,
-    tp: int | None = TpOpt,
-    batch: int | None = BatchOpt,
-    ctx: int | None = CtxOpt,
-    sweep: str = typer.Option("1-10", "--sweep", help="draft steps to sweep, e.g. 1-10 or 1,2,4"),
-    accept_lengths: str | None = typer.Option(None, "--accept-lengths", help="extra accept lengths (tau at the scenario's steps), e.g. 1.7,2.5"),
-    whatif: str = typer.Option("1.4M", "--whatif", help="draft training samples for the training what-if, e.g. 1.4M"),
     out: Path = typer.Option(..., "--out", "-o", help="report file (written atomically)"),
+    sweep: str = typer.Option("1-10", "--sweep", help="draft steps to sweep, e.g. 1-10 or 1,2,4"),
+    accept_lengths: str | None = typer.Option(None, "--accept-lengths", help="extra accept lengths (tau at the "
+                                              "scenario's steps), e.g. 1.7,2.5"),
+    whatif: str = typer.Option("1.4M", "--whatif", help="draft training samples for the training what-if, e.g. 1.4M"),
+    current_samples: str | None = typer.Option(None, "--current-samples", help="samples today's draft was trained on "
+                                               "(default: the scenario's draft.training_samples)"),
     fmt: str | None = typer.Option(None, "--format", help="html or md (default: from the --out suffix)"),
+    deploy: dict | None = None,
 ) -> None:
-    """One self-contained report: summary, cycle, steps sweep, verify curve, training what-if, sensitivity, inputs."""
-    from .analysis.predict import build_scenario
+    """One self-contained report: summary, cycle, steps sweep, verify curve, training what-if, sensitivity, inputs.
+
+    Example: specsim report --model llama-3.1-70b --gpu h100 --tp 4 --out plan.html
+    """
+    from .analysis.build import build_scenario
     from .output.report import write_report
 
     samples = _samples(whatif, "whatif")
+    now = _samples(current_samples, "current-samples") if current_samples is not None else None
     suffix = out.suffix.lower()
     if fmt is None and suffix not in (".html", ".htm", ".md", ".markdown"):
         _fail(f"out: got {str(out)!r}; use a .html or .md file name, or give --format html|md")
-    sc = build_scenario(scenario, model=model, gpu=gpu, tp=tp, batch=batch, ctx=ctx)
+    scenario, kw = _split_scenario(deploy or {})
+    sc = build_scenario(scenario, **kw)
     used = write_report(out, fmt=fmt, scenario=sc, sweep_steps=_ints(sweep, "sweep"),
-                        accept_lengths=_floats(accept_lengths, "accept-lengths"), training_target_samples=samples)
+                        accept_lengths=_floats(accept_lengths, "accept-lengths"), training_target_samples=samples,
+                        training_current_samples=now)
     typer.echo(f"wrote {out} ({used})", err=True)
 
 

@@ -118,6 +118,7 @@ def test_write_report_formats_from_suffix(monkeypatch, tmp_path):
     seen = []
     monkeypatch.setattr(report, "build_report", lambda fmt="html", **kw: seen.append((fmt, kw)) or f"<{fmt}>")
     assert report.write_report(tmp_path / "a.md", scenario="kimi-k2.5-seed") == "md"
+    (tmp_path / "sub").mkdir(exist_ok=True)
     assert report.write_report(tmp_path / "sub" / "a.html") == "html"
     assert (tmp_path / "a.md").read_text() == "<md>"
     assert (tmp_path / "sub" / "a.html").read_text() == "<html>"

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ..errors import SpecsimError
-from ..io.presets import get_engine, get_gpu, get_model, load_scenario, scenario_from_dict
+from ..io.presets import _table, get_allreduce, get_engine, get_gpu, get_model, load_scenario, scenario_from_dict
 from ..physics.schema import Scenario
 
 
@@ -22,6 +22,77 @@ def _check_accept(accept: float, steps: int) -> None:
         raise SpecsimError("accept", accept, f"accept length must be in [1, steps+1] = [1, {steps + 1}] for steps={steps}")
 
 
+#: Per-position conditional acceptance of a well-trained EAGLE-3 head: EAGLE-3 paper
+#: (Li et al. 2025, https://arxiv.org/abs/2503.01840), Fig. 7, positions stay ~0.76-0.81.
+GENERIC_EAGLE3_RATES = [0.8, 0.78, 0.77, 0.76, 0.76, 0.76, 0.76, 0.76]
+GENERIC_EAGLE3_SOURCE = ("generic EAGLE-3 profile: EAGLE-3 paper Fig. 7, per-position ~0.76-0.81 "
+                         "(https://arxiv.org/abs/2503.01840)")
+DTYPES = ("bf16", "fp8", "int4")
+
+
+def preset_key(kind: str, name: str) -> str | None:
+    """The preset key (``gpus``, ``engines``, ``models``) for a key, an alias or the component's own name."""
+    key = name.strip().lower()
+    inner = {"gpus": "gpu", "engines": "engine", "models": "target"}[kind]
+    for canon, entry in _table(kind).items():
+        if key == canon or key in [a.lower() for a in entry.get("aliases", [])] or \
+                key == str(entry.get(inner, {}).get("name", "")).lower():
+            return canon
+    return None
+
+
+def gpu_preset_key(name: str) -> str | None:
+    """The GPU preset whose device is ``name`` (a preset key, alias or a scenario's GPU name)."""
+    return preset_key("gpus", name)
+
+
+def apply_dtype(target: dict, dtype: str) -> None:
+    """Set the weight dtype of a target dict: int4 on a MoE quantises the routed experts only (W4A16,
+    Kimi-K2.5 style); otherwise attention, dense MLP and experts all take ``dtype``."""
+    if dtype not in DTYPES:
+        raise SpecsimError("dtype", dtype, f"choose one of: {', '.join(DTYPES)}")
+    dt = target["dtypes"]
+    if dtype == "int4" and target.get("moe") is not None:
+        dt["routed_experts"] = "int4"
+    else:
+        for k in ("attention", "dense_mlp", "shared_experts", "routed_experts"):
+            dt[k] = dtype
+
+
+def _slug(text: str) -> str:
+    import re
+
+    return re.sub(r"[^a-z0-9.]+", "-", text.lower()).strip("-")
+
+
+def fresh_scenario(model: str, gpu: str, tp: int, engine: str | None = None, *, dtype: str | None = None,
+                   batch: int | None = None, ctx: int | None = None, name: str | None = None) -> Scenario:
+    """A new deployment from presets only: no fitted parameter, measurement, calibration or provenance of
+    any other scenario. Named ``<model>-<gpu>-tp<N>-<engine>``; acceptance is the generic EAGLE-3 profile
+    until the caller gives its own."""
+    target, draft = get_model(model)
+    g, ar = get_gpu(gpu)
+    eng = get_engine(engine or "sglang")
+    check_tp(tp, target.attention.num_heads, draft.num_heads)
+    t = target.model_dump()
+    if dtype is not None:
+        apply_dtype(t, dtype)
+    model_label = _slug(model) if not any(c in model for c in "/\\") and not model.endswith(".json") else _slug(target.name)
+    gkey = gpu_preset_key(gpu) or _slug(g.name)
+    data = {
+        "name": name or f"{model_label}-{gkey}-tp{tp}-{preset_key('engines', engine or 'sglang') or _slug(eng.name)}",
+        "description": f"{target.name} + {draft.name} on {tp}x {g.name}, {eng.name} (presets only, not calibrated)",
+        "gpu": g.model_dump(), "target": t, "draft": draft.model_dump(), "engine": eng.model_dump(),
+        "parallel": {"tp": tp, "allreduce": ar.model_dump(), "allreduce_eager": None},
+        "speculation": {"steps": 3, "topk": 1},
+        "acceptance": {"rates": list(GENERIC_EAGLE3_RATES), "source": GENERIC_EAGLE3_SOURCE},
+        "workload": {"batch": 1 if batch is None else batch, "ctx": 2048 if ctx is None else ctx},
+        "provenance": {"built_from": "presets", "model": model, "gpu": gpu, "tp": tp, "engine": eng.name,
+                       **({"dtype": dtype} if dtype else {})},
+    }
+    return scenario_from_dict(data, "scenario")
+
+
 def build_scenario(
     scenario: str | Scenario | None = None,
     *,
@@ -36,50 +107,98 @@ def build_scenario(
     batch: int | None = None,
     ctx: int | None = None,
     engine: str | None = None,
+    dtype: str | None = None,
 ) -> Scenario:
     """A base scenario (name, file or object; default ``kimi-k2.5-seed``) with overrides applied.
 
-    Policy for the base scenario's fitted, setup-specific parts:
+    The one override policy of every command:
 
-    * ``model`` or ``engine`` describes a new deployment: the engine becomes the ``engine``
-      preset (default ``sglang``) and the base's eager all-reduce path is dropped.
+    * ``model`` or ``engine`` is a new deployment: a fresh scenario built from presets only
+      (:func:`fresh_scenario`), named after model, GPU, TP and engine; it keeps nothing the base
+      scenario fitted or measured. GPU and TP default to the base's (its GPU as the preset), the
+      engine to ``sglang``; with ``engine`` alone the base's target and draft stay (architecture,
+      not fitted) and so does its acceptance (same draft).
     * ``gpu`` alone swaps the accelerator of the same deployment: the engine behaviour and the
       eager collective path stay, the GPU numbers and its default graph all-reduce change; the
       scenario's own GPU is a no-op.
-    * any change of model, GPU, TP, batch, context or engine drops the recorded measurements and
-      the calibration points (they belong to the measured setup); fitted parameters and their
+    * any change of GPU, TP, batch, context or dtype drops the recorded measurements and the
+      calibration points (they belong to the measured setup); fitted parameters and their
       covariance stay, so verify bands remain available.
+    * ``accept`` keeps the profile shape of the scenario's acceptance; a step change without
+      ``accept`` carries the per-position profile, not tau.
     """
     sc = scenario if isinstance(scenario, Scenario) else load_scenario(scenario)
-    data = sc.model_dump()
-    notes = list(data.get("notes") or [])
-    if gpu is not None:
+    if batch is not None and batch < 1:
+        raise SpecsimError("batch", batch, "batch must be an integer >= 1")
+    if ctx is not None and ctx < 0:
+        raise SpecsimError("ctx", ctx, "context length must be an integer >= 0")
+    if tp is not None and tp < 1:
+        raise SpecsimError("tp", tp, "TP size must be an integer >= 1")
+    if gpu is not None and model is None and engine is None:
         g, ar = get_gpu(gpu)
         if g.name == sc.gpu.name:
             gpu = None  # the scenario's own GPU: nothing to change
-    if any(x is not None for x in (model, gpu, tp, batch, ctx, engine)):
+    if model is not None or engine is not None:
+        base_gpu = gpu if gpu is not None else (gpu_preset_key(sc.gpu.name) or sc.gpu.name)
+        base_tp = tp if tp is not None else sc.parallel.tp
+        if model is not None:
+            new = fresh_scenario(model, base_gpu, base_tp, engine, dtype=dtype, batch=batch, ctx=ctx)
+        else:
+            key = _model_key(sc)
+            new = fresh_scenario(key, base_gpu, base_tp, engine, batch=batch, ctx=ctx) if key else None
+            if new is None:  # target from an HF config: keep the base's architecture
+                g2, ar2 = get_gpu(base_gpu)
+                eng = get_engine(engine)
+                check_tp(base_tp, sc.target.attention.num_heads, sc.draft.num_heads)
+                new = scenario_from_dict({
+                    "name": f"{_slug(sc.target.name)}-{gpu_preset_key(base_gpu) or _slug(g2.name)}-tp{base_tp}-"
+                            f"{preset_key('engines', engine) or _slug(eng.name)}",
+                    "description": f"{sc.target.name} + {sc.draft.name} on {base_tp}x {g2.name}, {eng.name} "
+                                   "(presets only, not calibrated)",
+                    "gpu": g2.model_dump(), "target": sc.target.model_dump(), "draft": sc.draft.model_dump(),
+                    "engine": eng.model_dump(),
+                    "parallel": {"tp": base_tp, "allreduce": ar2.model_dump(), "allreduce_eager": None},
+                    "speculation": {"steps": 3, "topk": 1},
+                    "acceptance": {"rates": list(GENERIC_EAGLE3_RATES), "source": GENERIC_EAGLE3_SOURCE},
+                    "workload": {"batch": 1 if batch is None else batch, "ctx": 2048 if ctx is None else ctx},
+                    "provenance": {"built_from": "presets", "engine": eng.name},
+                }, "scenario")
+            # same weights and draft as the base: its dtypes, acceptance and speculation settings carry over
+            d = new.model_dump()
+            d["target"]["dtypes"] = sc.target.dtypes.model_dump()
+            if dtype is not None:
+                apply_dtype(d["target"], dtype)
+            d["draft"] = sc.draft.model_dump()
+            d["acceptance"] = sc.acceptance.model_dump()
+            d["speculation"] = {"steps": sc.speculation.steps, "topk": sc.speculation.topk,
+                                "num_draft_tokens": sc.speculation.num_draft_tokens}
+            new = scenario_from_dict(d, "scenario")
+        data = new.model_dump()
+        notes: list[str] = []
+        fresh_acceptance = model is not None
+        gpu = tp = batch = ctx = dtype = None  # applied by fresh_scenario
+    else:
+        data = sc.model_dump()
+        notes = list(data.get("notes") or [])
+        fresh_acceptance = False
+    if any(x is not None for x in (gpu, tp, batch, ctx, dtype)):
         data["provenance"] = {k: v for k, v in data.get("provenance", {}).items() if k != "measured"}
         if data.get("calibration"):
             data["calibration"] = {k: v for k, v in data["calibration"].items() if k not in ("points", "residuals")}
-    if engine is not None or model is not None:
-        data["engine"] = get_engine(engine or "sglang").model_dump()
-        data["parallel"]["allreduce_eager"] = None
-        data["calibration"] = None
-    if model is not None:
-        target, draft = get_model(model)
-        data["target"], data["draft"] = target.model_dump(), draft.model_dump()
-        data["name"] = f"{data['name']}+model={model}"
-        if accept is None and accept_rates is None:
-            notes.append(f"acceptance carried over from {sc.name} ({sc.acceptance.source or 'its profile'}); "
-                         "give --accept or --accept-rates for this model's draft")
     if gpu is not None:
         data["gpu"] = g.model_dump()
         data["parallel"]["allreduce"] = ar.model_dump()
-        data["name"] = f"{data['name']}+gpu={gpu}"
+        data["name"] = f"{data['name']}+gpu={gpu_preset_key(gpu) or gpu}"
     if tp is not None:
         data["parallel"]["tp"] = tp
+        if tp != sc.parallel.tp:
+            data["name"] = f"{data['name']}+tp={tp}"
+    if dtype is not None:
+        apply_dtype(data["target"], dtype)
+        data["name"] = f"{data['name']}+dtype={dtype}"
     check_tp(data["parallel"]["tp"], data["target"]["attention"]["num_heads"], data["draft"]["num_heads"])
     spec = data["speculation"]
+    old_steps = spec["steps"]
     if steps is not None:
         if not 1 <= steps <= 64:
             raise SpecsimError("steps", steps, "steps must be an integer in [1, 64]")
@@ -109,12 +228,16 @@ def build_scenario(
         if not accept_rates or any(not (0.0 <= r <= 1.0) for r in accept_rates):
             raise SpecsimError("accept-rates", accept_rates, "each rate must be in [0, 1]")
         data["acceptance"] = {"rates": list(accept_rates), "source": "user --accept-rates"}
-    elif old.get("accept_length") is not None and steps is not None and steps != sc.speculation.steps:
+    elif old.get("accept_length") is not None and st != old_steps:
         # tau is tied to the steps it was measured at: carry the implied profile instead
         from ..physics.acceptance import rates_for
 
-        rates = rates_for(sc, sc.speculation.steps)
+        base = scenario_from_dict({**data, "speculation": {**spec, "steps": old_steps, "num_draft_tokens": None}}, "scenario")
+        rates = rates_for(base, old_steps)
         data["acceptance"] = {"rates": [float(x) for x in rates], "source": old.get("source", "") + " (profile implied at the scenario's steps)"}
+    elif fresh_acceptance:
+        notes.append(f"acceptance: generic EAGLE-3 profile (paper Fig. 7, a well-trained head), not measured for "
+                     f"{data['draft']['name']}; give --accept or --accept-rates")
     data["notes"] = notes
     if batch is not None:
         if batch < 1:
@@ -125,3 +248,8 @@ def build_scenario(
             raise SpecsimError("ctx", ctx, "context length must be an integer >= 0")
         data["workload"]["ctx"] = ctx
     return scenario_from_dict(data, "scenario")
+
+
+def _model_key(sc: Scenario) -> str | None:
+    """The model preset whose target is this scenario's target (by name), else None."""
+    return preset_key("models", sc.target.name)

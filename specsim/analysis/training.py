@@ -25,46 +25,51 @@ import numpy as np
 from ..errors import SpecsimError
 
 #: Assumed 1-sigma scatter of one published accept length around the fleet-wide curve (tokens).
-#: The per-benchmark values of one draft in priors.md §5 spread by ~0.1-0.35; means by less.
+#: The per-benchmark values of one published draft (HF model cards below) spread by ~0.1-0.35; means by less.
 TAU_SCATTER = 0.15
 #: Prior median of the depth-decay slope g, and the sd of ln g. The RedHat Llama-4-Maverick EAGLE-3
-#: accept-length-vs-k curves (priors.md §4) imply per-position deficits growing by g ~ 0.15-0.35 per
+#: accept-length-vs-k curves (https://huggingface.co/RedHatAI/Llama4-Maverick-17B-128E-Instruct-speculator.eagle3) imply per-position deficits growing by g ~ 0.15-0.35 per
 #: position; EAGLE-3 Fig. 7 (well trained) is flatter (g ~ 0.05), the seed's calibrated profile steeper
 #: (g ~ 0.9). The published points are nearly all at steps 3 and fit any g in 0.1-0.9 equally well.
 DEPTH_DECAY_PRIOR = 0.3
 DEPTH_DECAY_PRIOR_LOG_SD = 1.0
-#: lightseekorg/kimi-k2.5-eagle3 (HF model card, priors.md §5): each ~300K-sample phase took ~14 h on
+#: lightseekorg/kimi-k2.5-eagle3 (https://huggingface.co/lightseekorg/kimi-k2.5-eagle3): each ~300K-sample phase took ~14 h on
 #: 4 nodes x 8 H200 (2 nodes training, 2 serving the target at TP8 to regenerate responses):
 #: 4 * 8 * 14 = 448 GPU-hours per 300K samples, i.e. ~149 GPU-hours per 100K, regeneration included.
 LIGHTSEEK_GPU_HOURS_PER_100K_SAMPLES = 4 * 8 * 14 / 3.0
-DEFAULT_CURRENT_SAMPLES = 37_000.0
+DEFAULT_CURRENT_SAMPLES = 37_000.0  # the founding case's draft (kept for callers; scenarios carry their own)
+#: Training-time-test unroll of EAGLE-3 training: each sample's draft forward+backward runs this many
+#: times (SpecForge's default --ttt-length 7, https://github.com/sgl-project/SpecForge).
+TTT_LENGTH = 7
+#: The reference run above: Kimi-K2.5 target regenerating the data, its EAGLE-3 head trained on it.
+COST_REFERENCE_MODEL = "kimi-k2.5"
 _PARAM_NAMES = ("ln_c1", "ln_beta", "ln_g")
 _BOUNDS = (np.array([-10.0, math.log(0.01), -12.0]), np.array([20.0, math.log(3.0), math.log(20.0)]))
 _RATE_MAX = 1.0 - 1e-12
 
 
 def default_training_data() -> list[dict]:
-    """Published (samples, accept length, steps) points for Kimi-family EAGLE-3 drafts (priors.md §5)."""
+    """Published (samples, accept length, steps) points for Kimi-family EAGLE-3 drafts (HF model cards)."""
 
     def mean(*xs: float) -> float:
         return float(sum(xs) / len(xs))
 
     return [
         {"samples": 37_000.0, "tau": 2.1, "steps": 2,
-         "source": "shared/seed/FACTS.md: the seed's own Kimi-K2.5 draft, ~37K samples, accept length ~2.1 "
-                   "(step count not stated; taken at the measured best, 2 steps)"},
+         "source": "calibration/datasets/kimi-k2.5-seed.json: the founding case's own Kimi-K2.5 draft, ~37K "
+                   "samples, accept length ~2.1 (step count not stated; taken at the measured best, 2 steps)"},
         {"samples": 1_400_000.0, "tau": mean(3.372, 3.165, 3.490), "steps": 3,
-         "source": "AQ-MedAI Kimi-K2-Instruct-eagle3 HF card: mean of HumanEval/GSM8K/Math500 (priors.md §5)"},
+         "source": "https://huggingface.co/AQ-MedAI/Kimi-K2-Instruct-eagle3: mean of HumanEval/GSM8K/Math500"},
         {"samples": 1_000_000.0, "tau": mean(3.217, 2.553, 3.172, 3.134), "steps": 3,
-         "source": "AQ-MedAI Kimi-K26-eagle3 HF card: mean of HumanEval/SWE-bench-V/GSM8K/Math500 (priors.md §5)"},
+         "source": "https://huggingface.co/AQ-MedAI/Kimi-K26-eagle3: mean of HumanEval/SWE-bench-V/GSM8K/Math500"},
         {"samples": 400_000.0, "tau": mean(2.91, 3.23, 2.92, 2.66), "steps": 3,
-         "source": "AQ-MedAI Kimi-K2.7-Code-eagle3 HF card: mean of HumanEval/GSM8K/Math500/MT-bench (priors.md §5)"},
+         "source": "https://huggingface.co/AQ-MedAI/Kimi-K2.7-Code-eagle3: mean of HumanEval/GSM8K/Math500/MT-bench"},
         {"samples": 300_000.0, "tau": mean(2.624, 3.123, 3.242, 3.323), "steps": 3,
-         "source": "lightseekorg kimi-k2.5-eagle3 phase 1 HF card: mean of MTBench/GSM8K/HumanEval/MATH500 "
-                   "(priors.md §5)"},
+         "source": "https://huggingface.co/lightseekorg/kimi-k2.5-eagle3 phase 1: mean of "
+                   "MTBench/GSM8K/HumanEval/MATH500"},
         {"samples": 600_000.0, "tau": mean(2.687, 3.201, 3.285, 3.342), "steps": 3,
-         "source": "lightseekorg kimi-k2.5-eagle3 phase 2 HF card: mean of MTBench/GSM8K/HumanEval/MATH500 "
-                   "(priors.md §5)"},
+         "source": "https://huggingface.co/lightseekorg/kimi-k2.5-eagle3 phase 2: mean of "
+                   "MTBench/GSM8K/HumanEval/MATH500"},
     ]
 
 
@@ -249,54 +254,139 @@ class TrainingWhatIf:
     gpus_per_replica: int
     curve: dict
     fit: TrainingFit
+    steps_scenario: int = 0
+    tau_scenario: float = float("nan")
+    tok_s_scenario: float = float("nan")
+    speedup_scenario: float = float("nan")
+    samples_now_source: str = ""
+    cost_source: str = ""
+    draft: str = ""
 
     def to_dict(self) -> dict:
         """JSON-ready dict (non-finite numbers, e.g. a payback that never comes, become null)."""
         keys = ("samples_now", "samples_target", "tau_now", "tau_target", "tau_target_low", "tau_target_high",
                 "tok_s_now", "tok_s_target", "speedup_now", "speedup_target", "baseline_tok_s",
                 "gpu_hours_invested", "gpu_hours_saved_per_day", "payback_days", "gpu_hours_per_100k_samples",
-                "fleet_tokens_per_day")
-        d: dict = {"kind": "modeled", "scenario": self.scenario}
+                "fleet_tokens_per_day", "tau_scenario", "tok_s_scenario", "speedup_scenario")
+        d: dict = {"kind": "modeled", "scenario": self.scenario, "draft": self.draft}
         d.update({k: _finite(getattr(self, k)) for k in keys})
         d.update(best_steps_now=self.best_steps_now, best_steps_target=self.best_steps_target,
-                 gpus_per_replica=self.gpus_per_replica,
+                 steps_scenario=self.steps_scenario, samples_now_source=self.samples_now_source,
+                 cost_source=self.cost_source, gpus_per_replica=self.gpus_per_replica,
                  curve={k: [x if isinstance(x, int) else _finite(x) for x in v] for k, v in self.curve.items()},
                  fit=self.fit.to_dict())
         return d
 
-    def _rows(self) -> list[list[object]]:
+    def headers(self) -> list[str]:
+        """Columns of :meth:`rows`: the scenario as configured, then the best step count now and at the target."""
+        return ["quantity", f"now: scenario (steps {self.steps_scenario})", "now: best steps", "target: best steps"]
+
+    def rows(self) -> list[list[object]]:
         lo, hi = self.tau_target_low, self.tau_target_high
         return [
-            ["training samples", f"{self.samples_now:,.0f}", f"{self.samples_target:,.0f}"],
-            ["accept length (fit)", self.tau_now, f"{self.tau_target:.3f} [{lo:.2f}, {hi:.2f}] 90%"],
-            ["best steps", self.best_steps_now, self.best_steps_target],
-            ["speculative tok/s (modeled)", self.tok_s_now, self.tok_s_target],
-            ["speedup vs baseline", self.speedup_now, self.speedup_target],
+            ["training samples", f"{self.samples_now:,.0f}", f"{self.samples_now:,.0f}", f"{self.samples_target:,.0f}"],
+            ["steps", self.steps_scenario, self.best_steps_now, self.best_steps_target],
+            ["accept length", self.tau_scenario, self.tau_now, f"{self.tau_target:.3f} [{lo:.2f}, {hi:.2f}] 90%"],
+            ["speculative tok/s (modeled)", self.tok_s_scenario, self.tok_s_now, self.tok_s_target],
+            ["speedup vs baseline", self.speedup_scenario, self.speedup_now, self.speedup_target],
         ]
 
-    def _cost_rows(self) -> list[list[object]]:
+    def cost_rows(self) -> list[list[object]]:
         pb = self.payback_days
         return [
-            ["GPU-hours invested", self.gpu_hours_invested],
-            ["GPU-hours saved per day", self.gpu_hours_saved_per_day],
+            ["GPU-hours invested (training)", self.gpu_hours_invested],
+            ["serving GPU-hours saved per day (best steps now -> target)", self.gpu_hours_saved_per_day],
             ["payback (days)", pb if math.isfinite(pb) else "never"],
-            ["assumed GPU-hours per 100K samples", self.gpu_hours_per_100k_samples],
+            ["GPU-hours per 100K samples", self.gpu_hours_per_100k_samples],
             ["fleet tokens per day", f"{self.fleet_tokens_per_day:,.0f}"],
             ["GPUs per replica", self.gpus_per_replica],
         ]
 
+    def source_lines(self) -> list[str]:
+        return [f"samples now: {self.samples_now_source}", f"training cost: {self.cost_source}"]
+
+    # kept for callers of the old private names
+    _rows = rows
+    _cost_rows = cost_rows
+
     def __repr__(self) -> str:
-        from ..output.render import table_text
+        import textwrap
+
+        from ..output.render import MAX_WIDTH, table_text
 
         head = f"{self.scenario}: draft-training what-if (baseline {self.baseline_tok_s:.1f} tok/s, modeled)"
-        return "\n\n".join([head, table_text(["quantity", "now", "target"], self._rows()),
-                            table_text(["investment", "value"], self._cost_rows())])
+        tail = "\n".join(textwrap.fill(x, MAX_WIDTH, subsequent_indent="  ") for x in self.source_lines())
+        return "\n\n".join([head, table_text(self.headers(), self.rows()),
+                              table_text(["investment", "value"], self.cost_rows()), tail])
+
+    def markdown(self) -> str:
+        from ..output.render import table_markdown
+
+        return "\n\n".join([f"**{self.scenario}: draft-training what-if** (modeled; baseline {self.baseline_tok_s:.1f} tok/s)",
+                              table_markdown(self.headers(), self.rows()),
+                              table_markdown(["investment", "value"], self.cost_rows()),
+                              "\n".join(f"* {x}" for x in self.source_lines())])
 
     def _repr_html_(self) -> str:
         from ..output.render import table_html
 
-        return table_html(["quantity", "now", "target"], self._rows(), caption=f"{self.scenario}: training what-if") + \
-            table_html(["investment", "value"], self._cost_rows())
+        return table_html(self.headers(), self.rows(), caption=f"{self.scenario}: training what-if") + \
+            table_html(["investment", "value"], self.cost_rows())
+
+
+def target_active_params(t) -> float:
+    """Weights a target multiplies per token (active parameters: attention, dense or top-k + shared
+    experts, router, lm_head); the embedding lookup is not a matmul."""
+    a = t.attention
+    h = t.hidden
+    if a.kind == "mla":
+        qk = a.qk_nope_head_dim + a.qk_rope_head_dim
+        q = (h * a.q_lora_rank + a.q_lora_rank * a.num_heads * qk) if a.q_lora_rank else h * a.num_heads * qk
+        kv = h * (a.kv_lora_rank + a.qk_rope_head_dim) + a.kv_lora_rank * a.num_heads * (a.qk_nope_head_dim + a.v_head_dim)
+        attn = q + kv + a.num_heads * a.v_head_dim * h
+    else:
+        attn = h * a.num_heads * a.head_dim * 2 + 2 * h * a.num_kv_heads * a.head_dim
+    dense_layers = t.num_layers if t.moe is None else t.num_dense_layers
+    mlp = dense_layers * 3 * h * t.intermediate
+    if t.moe is not None:
+        m = t.moe
+        shared = m.num_shared_experts * 3 * h * (m.shared_intermediate or m.expert_intermediate)
+        mlp += (t.num_layers - t.num_dense_layers) * (m.experts_per_token * 3 * h * m.expert_intermediate + shared
+                                                      + h * m.num_experts)
+    return float(t.num_layers * attn + mlp + h * t.vocab)
+
+
+def draft_params(d) -> float:
+    """Parameters of an EAGLE-3 head: the fc fusing the target's hidden states, its decoder layer(s)
+    (attention over [embedding, hidden] = 2x hidden input, MLP) and its own lm_head."""
+    h = d.hidden
+    fc = d.fuse_hidden_states * h * h
+    attn = 2 * h * (d.num_heads + 2 * d.num_kv_heads) * d.head_dim + d.num_heads * d.head_dim * h
+    layer = attn + 3 * h * d.intermediate
+    lm = h * d.draft_vocab if d.lm_head == "own" else 0.0
+    return float(fc + d.num_layers * layer + lm)
+
+
+def training_flops_per_token(target, draft, ttt_length: int = TTT_LENGTH) -> float:
+    """FLOPs one training token costs: 2 P_target (the target forward that regenerates the response
+    and yields the hidden states) + 6 P_draft x ttt_length (draft forward + backward, unrolled)."""
+    return 2.0 * target_active_params(target) + 6.0 * draft_params(draft) * ttt_length
+
+
+def scaled_gpu_hours_per_100k(target, draft) -> float:
+    """GPU-hours per 100K samples for this target and draft: the lightseekorg reference run
+    (:data:`LIGHTSEEK_GPU_HOURS_PER_100K_SAMPLES`, Kimi-K2.5 + its EAGLE-3 head, H200) scaled by
+    training FLOPs per token, ``149 x F(target, draft) / F(Kimi-K2.5, its head)``. Assumes samples of
+    the reference's length, the same GPUs and the same achieved efficiency."""
+    from ..io.presets import get_model
+
+    ref_t, ref_d = get_model(COST_REFERENCE_MODEL)
+    return LIGHTSEEK_GPU_HOURS_PER_100K_SAMPLES * training_flops_per_token(target, draft) / \
+        training_flops_per_token(ref_t, ref_d)
+
+
+COST_FORMULA = ("GPU-h per 100K samples = 149 x F / F_ref, F = 2 P_target,active + 6 P_draft x 7 (TTT unroll); "
+                "ref: lightseekorg/kimi-k2.5-eagle3, 448 GPU-h per 300K samples on H200")
 
 
 def payback(
@@ -351,11 +441,12 @@ def whatif_training(
     gpus_per_replica: int | None = None,
     use_default_data: bool = True,
     curve_points: int = 17,
+    **overrides,
 ) -> TrainingWhatIf:
     """What does training the draft on ``target_samples`` instead of ``current_samples`` buy?
 
-    Today's draft is the scenario's acceptance profile, trained on ``current_samples`` (default
-    37K, the seed); each position's miss rate falls as (N / current)^-beta with beta fitted to the
+    Today's draft is the scenario's acceptance profile, trained on ``current_samples`` (default:
+    the scenario's ``draft.training_samples``; an error if neither is known); each position's miss rate falls as (N / current)^-beta with beta fitted to the
     published drafts. For each sample count those rates feed ``specsim.predict`` at steps 1..max_steps and
     the best tok/s is kept. Payback: serving ``fleet_tokens_per_day`` at the per-replica tok/s on
     ``gpus_per_replica`` GPUs (default: the scenario's TP) costs tokens / (tok_s * 3600) * gpus GPU-hours
@@ -363,14 +454,27 @@ def whatif_training(
     ``data`` adds ``SAMPLES=TAU[@STEPS]`` points to the published ones (or replaces them if
     ``use_default_data`` is False).
     """
-    from .predict import build_scenario
+    from .build import build_scenario
 
-    sc = build_scenario(scenario)
-    now = DEFAULT_CURRENT_SAMPLES if current_samples is None else float(current_samples)
+    sc = build_scenario(scenario, **overrides)
+    if current_samples is not None:
+        now = float(current_samples)
+        now_source = "given (--current-samples)"
+    elif sc.draft.training_samples is not None:
+        now = float(sc.draft.training_samples)
+        now_source = f"the scenario's draft ({sc.draft.name}): " + sc.draft.sources.get(
+            "training_samples", "draft.training_samples")
+    else:
+        raise SpecsimError("current-samples", None, f"the draft {sc.draft.name!r} of {sc.name} records no training "
+                           "samples; give --current-samples N (e.g. 300K)", show_value=False)
     target = float(target_samples)
-    rate = LIGHTSEEK_GPU_HOURS_PER_100K_SAMPLES
     if gpu_hours_per_100k_samples is not None:
         rate = float(gpu_hours_per_100k_samples)
+        cost_source = "given (--gpu-hours-per-100k)"
+    else:
+        rate = scaled_gpu_hours_per_100k(sc.target, sc.draft)
+        cost_source = COST_FORMULA + f"; P_target {target_active_params(sc.target) / 1e9:.1f}B, " \
+                                     f"P_draft {draft_params(sc.draft) / 1e9:.2f}B"
     gpus = sc.parallel.tp if gpus_per_replica is None else gpus_per_replica
     if not (math.isfinite(now) and now > 0):
         raise SpecsimError("current-samples", current_samples, "training samples must be a number > 0")
@@ -423,6 +527,9 @@ def whatif_training(
 
     e_now, e_tgt = evaluate(now), evaluate(target)
     p_now, p_tgt = e_now["pred"], e_tgt["pred"]
+    from .predict import evaluate as _evaluate
+
+    p_sc = _evaluate(sc)  # the scenario as configured (its own steps and acceptance)
     pay = payback(p_now.tok_s, p_tgt.tok_s, now, target, rate, fleet_tokens_per_day, gpus)
 
     data_n = [p["samples"] for p in fit.points]
@@ -443,4 +550,6 @@ def whatif_training(
         gpu_hours_invested=pay["gpu_hours_invested"], gpu_hours_saved_per_day=pay["gpu_hours_saved_per_day"],
         payback_days=pay["payback_days"], gpu_hours_per_100k_samples=rate,
         fleet_tokens_per_day=float(fleet_tokens_per_day), gpus_per_replica=gpus, curve=curve, fit=fit,
+        steps_scenario=p_sc.steps, tau_scenario=p_sc.accept_length, tok_s_scenario=p_sc.tok_s,
+        speedup_scenario=p_sc.speedup, samples_now_source=now_source, cost_source=cost_source, draft=sc.draft.name,
     )

@@ -112,10 +112,12 @@ def collect_report(
     accept_lengths: Iterable[float] | None = None,
     training_target_samples: float = 1.4e6,
     verify_tokens: Iterable[int] = range(1, 65),
+    training_current_samples: float | None = None,
 ) -> ReportData:
     """Compute the prediction, sweeps, what-if and sensitivities a report shows."""
     from .figures import steps_sweep, verify_curve
-    from ..analysis.predict import build_scenario, evaluate
+    from ..analysis.build import build_scenario
+    from ..analysis.predict import evaluate
 
     sc = build_scenario(scenario)
     pred = evaluate(sc)
@@ -131,7 +133,8 @@ def collect_report(
     data.whatif_error = err
     if whatif_training is not None:
         try:
-            data.whatif = whatif_training(scenario=sc, target_samples=training_target_samples)
+            data.whatif = whatif_training(scenario=sc, target_samples=training_target_samples,
+                                          current_samples=training_current_samples)
         except SpecsimError as exc:
             data.whatif_error = _unavailable(exc, "specsim.analysis.training")
     elasticities, err = _optional("specsim.analysis.symbolic", "elasticities")

@@ -7,9 +7,10 @@ what is assumed.
 
 from __future__ import annotations
 
+import typing
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
 DTYPE_BYTES: dict[str, float] = {
     # bytes per weight element, including the scale overhead of group-quantised formats
@@ -24,20 +25,83 @@ DTYPE_BYTES: dict[str, float] = {
 Dtype = Literal["fp32", "bf16", "fp16", "fp8", "int8", "int4", "fp4"]
 
 
+_NUMERIC_ONLY: dict[tuple[type, str], bool] = {}
+MAX_LIST = 4096  # items in any list of numbers (capture sizes, rates)
+
+
+def _numeric_only(tp) -> bool:
+    """True when an annotation admits numbers (int/float, in lists/dicts/optionals) but no str/bool."""
+    seen = {"num": False, "other": False}
+
+    def walk(t) -> None:
+        if t is bool or t is str:
+            seen["other"] = True
+        elif t is int or t is float:
+            seen["num"] = True
+        elif typing.get_origin(t) is Literal:
+            seen["other"] = True
+        else:
+            for a in typing.get_args(t):
+                if isinstance(a, type) or typing.get_origin(a) is not None:
+                    walk(a)
+                elif a is not type(None) and not isinstance(a, type):
+                    seen["other"] = True
+
+    walk(tp)
+    return seen["num"] and not seen["other"]
+
+
+def _bad_scalar(v) -> bool:
+    return isinstance(v, (bool, str, bytes))
+
+
 class _Model(BaseModel):
-    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+    """Common base: unknown keys refused, no NaN/inf anywhere, numbers are numbers.
+
+    Integer fields refuse fractions (pydantic) and booleans; numeric fields refuse booleans and
+    strings (``true`` is not 1 layer, ``"88.8"`` is not a bandwidth); every numeric field states
+    its physical range with ``ge``/``gt``/``le``.
+    """
+
+    model_config = ConfigDict(extra="forbid", validate_assignment=True, allow_inf_nan=False)
+
+    @field_validator("*", mode="before")
+    @classmethod
+    def _numbers_are_numbers(cls, v, info: ValidationInfo):
+        key = (cls, info.field_name or "")
+        only = _NUMERIC_ONLY.get(key)
+        if only is None:
+            f = cls.model_fields.get(info.field_name or "")
+            only = _NUMERIC_ONLY[key] = bool(f is not None and _numeric_only(f.annotation))
+        if not only or v is None:
+            return v
+        if _bad_scalar(v):
+            raise ValueError(f"allowed: a number, not {'true/false' if isinstance(v, bool) else 'a string'}")
+        if isinstance(v, (list, tuple)):
+            if len(v) > MAX_LIST:
+                raise ValueError(f"allowed: at most {MAX_LIST} values")
+            if any(_bad_scalar(x) for x in v):
+                raise ValueError("allowed: a list of numbers (no true/false or strings)")
+        elif isinstance(v, dict) and any(_bad_scalar(x) for x in v.values()):
+            raise ValueError("allowed: numbers as values (no true/false or strings)")
+        return v
 
 
 class GPU(_Model):
     """One accelerator (per-device numbers, datasheet values with sources)."""
 
     name: str
-    hbm_bytes_per_s: float = Field(gt=0, description="datasheet HBM bandwidth, bytes/s")
-    memory_bytes: float = Field(gt=0, description="HBM capacity, bytes")
+    hbm_bytes_per_s: float = Field(gt=0, le=1e14, description="datasheet HBM bandwidth, bytes/s")
+    memory_bytes: float = Field(gt=0, le=1e13, description="HBM capacity, bytes")
     peak_flops: dict[str, float] = Field(description="dense peak FLOP/s per compute dtype")
     mem_efficiency: float = Field(0.78, gt=0, le=1, description="achieved/datasheet HBM BW for large memory-bound GEMMs")
     flop_efficiency: float = Field(0.78, gt=0, le=1, description="achieved/peak FLOP/s for large GEMMs")
-    kernel_floor_us: float = Field(3.0, ge=0, description="minimum GPU time of one kernel (ramp-up, tail, sync)")
+    kernel_floor_us: float = Field(3.0, ge=0, le=1e4, description="minimum GPU time of one kernel (ramp-up, tail, sync)")
+    gemm_peak_efficiency: float = Field(0.73, gt=0, le=1, description="achieved/peak FLOP/s of large compute-bound GEMMs")
+    gemm_half_efficiency_rows: float = Field(
+        13.0, gt=0, le=1e5, description="GEMM rows M at which compute efficiency is half its peak (tile occupancy ramp)")
+    elementwise_mem_efficiency: float = Field(
+        0.7, gt=0, le=1, description="achieved/datasheet HBM BW of elementwise kernels (norms, rotary, activations)")
     sources: dict[str, str] = Field(default_factory=dict)
 
     @field_validator("peak_flops")
@@ -45,8 +109,8 @@ class GPU(_Model):
     def _has_bf16(cls, v: dict[str, float]) -> dict[str, float]:
         if "bf16" not in v:
             raise ValueError("peak_flops must include 'bf16'")
-        if any(x <= 0 for x in v.values()):
-            raise ValueError("peak_flops values must be > 0")
+        if any(not 0 < x <= 1e18 for x in v.values()):
+            raise ValueError("peak_flops values must be in (0, 1e18] FLOP/s")
         return v
 
     def flops_for(self, weight_dtype: str) -> float:
@@ -60,14 +124,14 @@ class AllReduce(_Model):
 
     name: str
     alpha_us: dict[int, float] = Field(description="latency per all-reduce by TP size, microseconds")
-    bus_bytes_per_s: float = Field(gt=0, description="bus bandwidth for the bandwidth term, bytes/s")
+    bus_bytes_per_s: float = Field(gt=0, le=1e14, description="bus bandwidth for the bandwidth term, bytes/s")
     sources: dict[str, str] = Field(default_factory=dict)
 
     @field_validator("alpha_us")
     @classmethod
     def _alpha_ok(cls, v: dict[int, float]) -> dict[int, float]:
-        if not v or any(t < 1 for t in v) or any(a < 0 for a in v.values()):
-            raise ValueError("alpha_us needs TP sizes >= 1 with latencies >= 0")
+        if not v or any(not 1 <= t <= 4096 for t in v) or any(not 0 <= a <= 1e6 for a in v.values()):
+            raise ValueError("alpha_us needs TP sizes in [1, 4096] with latencies in [0, 1e6] us")
         return v
 
     def alpha_at(self, tp: int) -> float:
@@ -91,15 +155,15 @@ class AllReduce(_Model):
 
 class Attention(_Model):
     kind: Literal["gqa", "mla"]
-    num_heads: int = Field(ge=1)
-    num_kv_heads: int = Field(ge=1)
-    head_dim: int = Field(ge=1, description="GQA head dim")
+    num_heads: int = Field(ge=1, le=4096)
+    num_kv_heads: int = Field(ge=1, le=4096)
+    head_dim: int = Field(ge=1, le=4096, description="GQA head dim")
     # MLA (DeepSeek-V3 / Kimi-K2); ignored for GQA
-    q_lora_rank: int | None = None
-    kv_lora_rank: int = 512
-    qk_nope_head_dim: int = 128
-    qk_rope_head_dim: int = 64
-    v_head_dim: int = 128
+    q_lora_rank: int | None = Field(None, ge=1, le=1_000_000)
+    kv_lora_rank: int = Field(512, ge=1, le=1_000_000)
+    qk_nope_head_dim: int = Field(128, ge=0, le=4096)
+    qk_rope_head_dim: int = Field(64, ge=0, le=4096)
+    v_head_dim: int = Field(128, ge=1, le=4096)
 
 
     @model_validator(mode="after")
@@ -110,11 +174,11 @@ class Attention(_Model):
 
 
 class MoE(_Model):
-    num_experts: int = Field(ge=1)
-    experts_per_token: int = Field(ge=1)
-    expert_intermediate: int = Field(ge=1)
-    num_shared_experts: int = Field(0, ge=0)
-    shared_intermediate: int | None = None
+    num_experts: int = Field(ge=1, le=65536)
+    experts_per_token: int = Field(ge=1, le=65536)
+    expert_intermediate: int = Field(ge=1, le=10_000_000)
+    num_shared_experts: int = Field(0, ge=0, le=65536)
+    shared_intermediate: int | None = Field(None, ge=1, le=10_000_000)
 
     @model_validator(mode="after")
     def _k_le_e(self) -> MoE:
@@ -137,15 +201,15 @@ class TargetModel(_Model):
     """Target (or draft) transformer architecture."""
 
     name: str
-    num_layers: int = Field(ge=1)
-    num_dense_layers: int = Field(0, ge=0, description="leading dense layers of a MoE model")
-    hidden: int = Field(ge=1)
-    intermediate: int = Field(ge=1, description="dense MLP intermediate size")
-    vocab: int = Field(ge=1)
+    num_layers: int = Field(ge=1, le=10_000)
+    num_dense_layers: int = Field(0, ge=0, le=10_000, description="leading dense layers of a MoE model")
+    hidden: int = Field(ge=1, le=1_000_000)
+    intermediate: int = Field(ge=1, le=10_000_000, description="dense MLP intermediate size")
+    vocab: int = Field(ge=1, le=100_000_000)
     attention: Attention
     moe: MoE | None = None
     dtypes: WeightDtypes = Field(default_factory=WeightDtypes)
-    kernels_per_layer: int = Field(0, ge=0, description="kernel launches per layer; 0 = estimate from the architecture")
+    kernels_per_layer: int = Field(0, ge=0, le=1_000_000, description="kernel launches per layer; 0 = estimate from the architecture")
     sources: dict[str, str] = Field(default_factory=dict)
 
     @model_validator(mode="after")
@@ -159,19 +223,19 @@ class DraftModel(_Model):
     """An EAGLE-3 head: one decoder layer, fc fusing 3 target hidden states, its own lm_head."""
 
     name: str
-    num_layers: int = Field(1, ge=1)
-    hidden: int = Field(ge=1)
-    intermediate: int = Field(ge=1)
-    num_heads: int = Field(ge=1)
-    num_kv_heads: int = Field(ge=1)
-    head_dim: int = Field(ge=1)
-    draft_vocab: int = Field(ge=1, description="rows of the head's own lm_head (EAGLE-3: a reduced draft vocab)")
+    num_layers: int = Field(1, ge=1, le=10_000)
+    hidden: int = Field(ge=1, le=1_000_000)
+    intermediate: int = Field(ge=1, le=10_000_000)
+    num_heads: int = Field(ge=1, le=4096)
+    num_kv_heads: int = Field(ge=1, le=4096)
+    head_dim: int = Field(ge=1, le=4096)
+    draft_vocab: int = Field(ge=1, le=100_000_000, description="rows of the head's own lm_head (EAGLE-3: a reduced draft vocab)")
     lm_head: Literal["own", "target"] = Field(
         "own", description="'own': the head's draft_vocab lm_head; 'target': the target's full lm_head (MTP/NextN style)"
     )
-    fuse_hidden_states: int = Field(3, ge=1, description="target hidden states concatenated by the fc")
+    fuse_hidden_states: int = Field(3, ge=1, le=1024, description="target hidden states concatenated by the fc")
     dtype: Dtype = "bf16"
-    kernels_per_layer: int = Field(0, ge=0)
+    kernels_per_layer: int = Field(0, ge=0, le=1_000_000)
     training_samples: float | None = Field(
         None, gt=0, description="training samples (conversations) the head was trained on; None = not known"
     )
@@ -187,28 +251,32 @@ class Engine(_Model):
     graph_verify: bool = Field(True, description="target verify replays a CUDA graph")
     graph_draft: bool = Field(True, description="draft steps replay one CUDA graph")
     graph_draft_extend: bool = Field(True, description="draft-extend replays a CUDA graph")
-    graph_fixed_us: float = Field(15.4, ge=0, description="fixed cost of one graph replay (launch + sync)")
-    graph_node_us: float = Field(1.0, ge=0, description="cost per captured kernel node")
-    eager_launch_us: float = Field(9.0, ge=0, description="host launch cost per eagerly launched kernel")
+    graph_fixed_us: float = Field(15.4, ge=0, le=1e6, description="fixed cost of one graph replay (launch + sync)")
+    graph_node_us: float = Field(1.0, ge=0, le=1e6, description="cost per captured kernel node")
+    eager_launch_us: float = Field(9.0, ge=0, le=1e6, description="host launch cost per eagerly launched kernel")
     multi_token_kernels_per_layer: int = Field(
-        0, ge=0, description="extra kernels per layer on the multi-token (verify/extend) path vs 1-token decode"
+        0, ge=0, le=1_000_000, description="extra kernels per layer on the multi-token (verify/extend) path vs 1-token decode"
     )
     multi_token_extra_us_per_layer: float = Field(
-        0.0, ge=0, description="extra GPU time per layer of the multi-token (verify/extend) kernels vs the 1-token decode path"
+        0.0, ge=0, le=1e6, description="extra GPU time per layer of the multi-token (verify/extend) kernels vs the 1-token decode path"
     )
-    sample_kernels: int = Field(12, ge=0, description="eager kernels of accept/sample and tree build per cycle")
-    host_sync_us: float = Field(30.0, ge=0, description="GPU->CPU sync round trip (.tolist()/.item())")
-    host_per_cycle_ms: float = Field(0.6, ge=0, description="scheduler + Python bookkeeping per spec cycle")
-    host_per_token_us: float = Field(10.0, ge=0, description="Python per committed token per request")
-    host_per_decode_step_ms: float = Field(0.6, ge=0, description="scheduler + bookkeeping per decode iteration")
+    sample_kernels: int = Field(12, ge=0, le=1_000_000, description="eager kernels of accept/sample and tree build per cycle")
+    host_sync_us: float = Field(30.0, ge=0, le=1e6, description="GPU->CPU sync round trip (.tolist()/.item())")
+    host_per_cycle_ms: float = Field(0.6, ge=0, le=1e4, description="scheduler + Python bookkeeping per spec cycle")
+    host_per_token_us: float = Field(10.0, ge=0, le=1e6, description="Python per committed token per request")
+    host_per_request_us: float = Field(
+        0.0, ge=0, description="host work per request per spec cycle (batch assembly, tree/mask inputs, accept loop)")
+    host_per_request_decode_us: float = Field(
+        0.0, ge=0, description="host work per request per plain decode iteration")
+    host_per_decode_step_ms: float = Field(0.6, ge=0, le=1e4, description="scheduler + bookkeeping per decode iteration")
     overlap_scheduler: bool = Field(False, description="spec cycles: host work overlaps the GPU (SGLang spec v2)")
     overlap_scheduler_baseline: bool = Field(True, description="plain decode: host work overlaps the GPU")
-    continuous_decode_steps: int = Field(1, ge=1, description="decode steps run per scheduler iteration")
+    continuous_decode_steps: int = Field(1, ge=1, le=4096, description="decode steps run per scheduler iteration")
     moe_kernel: Literal["fused", "per_token"] = "fused"
     per_token_traffic_factor: float = Field(
-        1.0, ge=1.0, description="weight traffic per token-expert of a gathered kernel (3 = copy read+write, then GEMM read)"
+        1.0, ge=1.0, le=100.0, description="weight traffic per token-expert of a gathered kernel (3 = copy read+write, then GEMM read)"
     )
-    small_kernel_factor: float = Field(1.0, gt=0, description="elementwise kernels per fused small kernel (unfused eager ~3)")
+    small_kernel_factor: float = Field(1.0, gt=0, le=100.0, description="elementwise kernels per fused small kernel (unfused eager ~3)")
     fused_projections: bool = Field(True, description="qkv and gate_up run as one GEMM each")
     mla_absorbed: bool = Field(True, description="MLA attention over the latent cache (SGLang); False: per-head K/V")
     moe_mem_efficiency: float = Field(0.6, gt=0, le=1, description="achieved/datasheet HBM BW of routed-expert GEMMs at small widths")
@@ -222,21 +290,28 @@ class Engine(_Model):
     )
     sources: dict[str, str] = Field(default_factory=dict)
 
+    @field_validator("capture_batch_sizes", "capture_token_sizes")
+    @classmethod
+    def _sizes(cls, v: list[int] | None) -> list[int] | None:
+        if v is not None and any(not 1 <= x <= 10_000_000 for x in v):
+            raise ValueError("capture sizes must be integers in [1, 10000000]")
+        return v
+
 
 class Parallel(_Model):
-    tp: int = Field(1, ge=1, description="tensor-parallel size")
+    tp: int = Field(1, ge=1, le=4096, description="tensor-parallel size")
     allreduce: AllReduce
     allreduce_eager: AllReduce | None = Field(
         None, description="all-reduce path taken by eager (non-graph) forwards; None = same as allreduce"
     )
-    allreduce_scale: float = Field(1.0, gt=0, description="multiplier on all-reduce latency (what-if knob)")
-    allreduces_per_layer: int = Field(2, ge=0)
+    allreduce_scale: float = Field(1.0, gt=0, le=1e6, description="multiplier on all-reduce latency (what-if knob)")
+    allreduces_per_layer: int = Field(2, ge=0, le=1024)
 
 
 class Speculation(_Model):
     steps: int = Field(2, ge=1, le=64)
     topk: int = Field(1, ge=1, le=64)
-    num_draft_tokens: int | None = Field(None, ge=1, description="verify width; topk=1 forces steps+1")
+    num_draft_tokens: int | None = Field(None, ge=1, le=4096, description="verify width; topk=1 forces steps+1")
 
     @model_validator(mode="after")
     def _sglang_rule(self) -> Speculation:
@@ -255,7 +330,7 @@ class Speculation(_Model):
 class Acceptance(_Model):
     """Exactly one of accept_length, rates or pmf (conditional rates are the canonical form)."""
 
-    accept_length: float | None = Field(None, description="tau at the scenario's steps, bonus included")
+    accept_length: float | None = Field(None, ge=1, le=65, description="tau at the scenario's steps, bonus included")
     rates: list[float] | None = Field(None, description="conditional acceptance per draft position 1..")
     pmf: list[float] | None = Field(None, description="P(accepted length = 1..steps+1)")
     shape_rates: list[float] | None = Field(
@@ -281,8 +356,8 @@ class Acceptance(_Model):
 
 
 class Workload(_Model):
-    batch: int = Field(1, ge=1, description="concurrent requests")
-    ctx: int = Field(2048, ge=0, description="context length (KV tokens) per request")
+    batch: int = Field(1, ge=1, le=1_000_000, description="concurrent requests")
+    ctx: int = Field(2048, ge=0, le=100_000_000, description="context length (KV tokens) per request")
 
 
 class Scenario(_Model):

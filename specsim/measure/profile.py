@@ -1,0 +1,446 @@
+"""Hardware profile JSON (what ``specsim measure`` writes): layout, loader, validator, lookups.
+
+Torch-free (standard library + numpy). ``load_profile(path)`` reads a regular file of at most
+64 MiB, rejects NaN/Infinity, nesting deeper than 32 and any field outside the layout's bounds,
+and raises ``ProfileError`` with one line naming the field.
+
+Layout (version 1; every section optional, at least one of gemm/attention/topk/graph/copy/collectives)::
+
+    {
+      "schema": "specsim.hw-profile", "version": 1,
+      "measured": true,                         # false for --quick or CPU code-path runs
+      "provenance": {"tool", "command", "date_utc", "torch", "gpu_name", "sm_count", "driver",
+                     "cuda_runtime", "compute_capability", "memory_bytes", "l2_bytes", ...},
+      "timing": {"method", "repeats", ...},
+      "errors": ["what was skipped and why", ...],
+      "gemm": {"curves": [{"name": "llama-3.1-8b/tp1/qkv", "model", "tp", "op",
+                           "kind": "dense" | "grouped", "dtype": "bf16" | "fp8", "k", "n",
+                           "experts"?, "topk"?, "impl",
+                           "points": [{"m", "us", "p10_us", "p90_us", "bytes", "flops",
+                                       "bytes_per_s", "flop_per_s", "rows"?, "active_experts"?}]}]},
+      "attention": {"shape": {"q_heads", "kv_heads", "head_dim"},
+                    "points": [{"phase": "decode" | "verify", "variant": "gqa" | "fold", "backend",
+                                "batch", "ctx", "q_tokens", "kv_len", "kv_bytes", "us", "p10_us",
+                                "p90_us", "kv_bytes_per_s"}]},
+      "topk": {"points": [{"vocab", "rows", "k", "us", "p10_us", "p90_us"}]},
+      "graph": {"fixed_us", "per_node_us", "replay": [{"nodes", "us", "p10_us", "p90_us", "host_us"}],
+                "eager_launch_us", "eager": [{"op", "host_issue_us", "wall_us"}]},
+      "copy": {"bytes_per_s", "points": [{"bytes", "us", "bytes_per_s"}]},
+      "collectives": {"env": {...}, "tp": {"2": {"all_reduce": {"graph": {"points": [{"bytes", "us",
+                      "p10_us", "p90_us"}], "fit": {"alpha_us", "bus_bytes_per_s"}}, "eager": {...}},
+                      "all_gather": {...}}}}
+    }
+
+Times are microseconds of one call (the median over repeats; p10/p90 their spread); sizes bytes;
+rates per second.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import stat
+
+import numpy as np
+
+PROFILE_SCHEMA = "specsim.hw-profile"
+PROFILE_VERSION = 1
+MAX_BYTES = 64 * 2**20
+MAX_DEPTH = 32
+MAX_ITEMS = 200_000
+SECTION_NAMES = ("gemm", "attention", "topk", "graph", "copy", "collectives")
+
+
+class ProfileError(ValueError):
+    """A profile file that cannot be used: the message names the file and the field."""
+
+
+# ------------------------------------------------------------------------------------ reading
+def _reject_constant(name):
+    raise ValueError(f"non-finite number {name} is not allowed")
+
+
+def _depth_and_size(obj, limit_depth=MAX_DEPTH, limit_items=MAX_ITEMS):
+    stack = [(obj, 1)]
+    count = 0
+    while stack:
+        o, d = stack.pop()
+        count += 1
+        if d > limit_depth:
+            raise ProfileError(f"nesting deeper than {limit_depth}")
+        if count > limit_items:
+            raise ProfileError(f"more than {limit_items} values")
+        if isinstance(o, dict):
+            stack.extend((v, d + 1) for v in o.values())
+        elif isinstance(o, list):
+            stack.extend((v, d + 1) for v in o)
+
+
+def read_json_bounded(path, max_bytes: int = MAX_BYTES):
+    """Parse a JSON file: regular file only, at most ``max_bytes``, strict numbers, bounded nesting."""
+    p = os.fspath(path)
+    try:
+        st = os.stat(p)
+    except OSError as exc:
+        raise ProfileError(f"{p}: cannot read ({exc.strerror or exc})") from None
+    if not stat.S_ISREG(st.st_mode):
+        raise ProfileError(f"{p}: not a regular file")
+    if st.st_size > max_bytes:
+        raise ProfileError(f"{p}: {st.st_size} bytes, more than the {max_bytes} allowed")
+    try:
+        with open(p, "rb") as fh:
+            raw = fh.read(max_bytes + 1)
+    except OSError as exc:
+        raise ProfileError(f"{p}: cannot read ({exc.strerror or exc})") from None
+    if len(raw) > max_bytes:
+        raise ProfileError(f"{p}: more than the {max_bytes} bytes allowed")
+    try:
+        obj = json.loads(raw.decode("utf-8"), parse_constant=_reject_constant)
+    except RecursionError:
+        raise ProfileError(f"{p}: nesting too deep") from None
+    except UnicodeDecodeError:
+        raise ProfileError(f"{p}: not UTF-8 text") from None
+    except ValueError as exc:
+        raise ProfileError(f"{p}: not valid JSON ({str(exc).splitlines()[0]})") from None
+    try:
+        _depth_and_size(obj)
+    except ProfileError as exc:
+        raise ProfileError(f"{p}: {exc}") from None
+    return obj
+
+
+def load_profile(path, max_bytes: int = MAX_BYTES) -> dict:
+    """Read and validate a hardware profile; ProfileError (one line) on any problem."""
+    obj = read_json_bounded(path, max_bytes=max_bytes)
+    problems = validate_profile(obj)
+    if problems:
+        more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
+        raise ProfileError(f"{os.fspath(path)}: {problems[0]}{more}")
+    return obj
+
+
+# --------------------------------------------------------------------------------- validation
+def _num(v, field, problems, positive=True, allow_none=False, integer=False):
+    if v is None and allow_none:
+        return
+    ok = isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+    if ok and integer:
+        ok = float(v).is_integer()
+    if ok and positive:
+        ok = v > 0
+    elif ok:
+        ok = v >= 0
+    if not ok:
+        kind = "a positive" if positive else "a non-negative"
+        problems.append(f"{field}: must be {kind} finite {'integer' if integer else 'number'}, got {v!r}")
+
+
+def _points(section, key, field, problems, required):
+    pts = section.get(key)
+    if not isinstance(pts, list):
+        problems.append(f"{field}.{key}: must be a list")
+        return []
+    out = []
+    for i, p in enumerate(pts):
+        if not isinstance(p, dict):
+            problems.append(f"{field}.{key}[{i}]: must be an object")
+            continue
+        for name, kind in required.items():
+            f = f"{field}.{key}[{i}].{name}"
+            if name not in p:
+                problems.append(f"{f}: missing")
+            elif kind == "int":
+                _num(p[name], f, problems, integer=True)
+            elif kind == "num":
+                _num(p[name], f, problems)
+            elif kind == "num0":
+                _num(p[name], f, problems, positive=False)
+            elif kind == "str" and not isinstance(p[name], str):
+                problems.append(f"{f}: must be a string")
+        for opt in ("p10_us", "p90_us"):
+            if opt in p:
+                _num(p[opt], f"{field}.{key}[{i}].{opt}", problems, allow_none=True)
+        out.append(p)
+    return out
+
+
+def validate_profile(obj, strict: bool = True) -> list[str]:
+    """Problems with a profile object (empty list = valid). ``strict=False`` skips the schema check."""
+    problems: list[str] = []
+    if not isinstance(obj, dict):
+        return ["top level: must be a JSON object"]
+    if strict or "schema" in obj:
+        if obj.get("schema") != PROFILE_SCHEMA:
+            problems.append(f"schema: expected {PROFILE_SCHEMA!r}, got {obj.get('schema')!r}")
+        if obj.get("version") != PROFILE_VERSION:
+            problems.append(f"version: expected {PROFILE_VERSION}, got {obj.get('version')!r}")
+    prov = obj.get("provenance")
+    if not isinstance(prov, dict):
+        problems.append("provenance: must be an object (gpu_name, torch, date_utc, command, ...)")
+    else:
+        for key in ("gpu_name", "date_utc", "command", "torch"):
+            if not isinstance(prov.get(key), str) or not prov.get(key):
+                problems.append(f"provenance.{key}: must be a non-empty string")
+    present = [s for s in SECTION_NAMES if s in obj]
+    if not present:
+        problems.append(f"sections: none of {', '.join(SECTION_NAMES)} present")
+    if "gemm" in obj:
+        g = obj["gemm"]
+        curves = g.get("curves") if isinstance(g, dict) else None
+        if not isinstance(curves, list):
+            problems.append("gemm.curves: must be a list")
+            curves = []
+        for i, cv in enumerate(curves):
+            f = f"gemm.curves[{i}]"
+            if not isinstance(cv, dict):
+                problems.append(f"{f}: must be an object")
+                continue
+            for key in ("k", "n"):
+                _num(cv.get(key), f"{f}.{key}", problems, integer=True)
+            if cv.get("kind") not in ("dense", "grouped"):
+                problems.append(f"{f}.kind: expected dense or grouped, got {cv.get('kind')!r}")
+            if cv.get("dtype") not in ("bf16", "fp8"):
+                problems.append(f"{f}.dtype: expected bf16 or fp8, got {cv.get('dtype')!r}")
+            if cv.get("kind") == "grouped":
+                _num(cv.get("experts"), f"{f}.experts", problems, integer=True)
+                _num(cv.get("topk"), f"{f}.topk", problems, integer=True)
+            pts = _points(cv, "points", f, problems, {"m": "int", "us": "num"})
+            ms = [p.get("m") for p in pts if isinstance(p.get("m"), int)]
+            if not pts:
+                problems.append(f"{f}.points: must not be empty")
+            elif any(b <= a for a, b in zip(ms, ms[1:])):
+                problems.append(f"{f}.points: m must increase strictly")
+    if "attention" in obj:
+        a = obj["attention"]
+        if not isinstance(a, dict):
+            problems.append("attention: must be an object")
+        else:
+            pts = _points(
+                a,
+                "points",
+                "attention",
+                problems,
+                {"batch": "int", "ctx": "int", "q_tokens": "int", "us": "num", "variant": "str"},
+            )
+            for i, p in enumerate(pts):
+                if p.get("phase") not in ("decode", "verify"):
+                    problems.append(f"attention.points[{i}].phase: expected decode or verify, got {p.get('phase')!r}")
+    if "topk" in obj:
+        t = obj["topk"]
+        if not isinstance(t, dict):
+            problems.append("topk: must be an object")
+        else:
+            _points(t, "points", "topk", problems, {"vocab": "int", "rows": "int", "k": "int", "us": "num"})
+    if "graph" in obj:
+        g = obj["graph"]
+        if not isinstance(g, dict):
+            problems.append("graph: must be an object")
+        else:
+            for key in ("fixed_us", "per_node_us"):
+                if key in g:
+                    _num(g[key], f"graph.{key}", problems, positive=False)
+            if "eager_launch_us" in g:
+                _num(g["eager_launch_us"], "graph.eager_launch_us", problems)
+            if "replay" in g:
+                _points(g, "replay", "graph", problems, {"nodes": "int", "us": "num"})
+    if "copy" in obj:
+        cp = obj["copy"]
+        if not isinstance(cp, dict):
+            problems.append("copy: must be an object")
+        else:
+            _points(cp, "points", "copy", problems, {"bytes": "int", "us": "num", "bytes_per_s": "num"})
+            if "bytes_per_s" in cp:
+                _num(cp["bytes_per_s"], "copy.bytes_per_s", problems, allow_none=True)
+    if "collectives" in obj:
+        problems.extend(validate_collectives(obj["collectives"]))
+    return problems
+
+
+def validate_collectives(sec) -> list[str]:
+    problems: list[str] = []
+    if not isinstance(sec, dict) or not isinstance(sec.get("tp"), dict):
+        return ["collectives.tp: must be an object keyed by world size"]
+    for tp, ops in sec["tp"].items():
+        f = f"collectives.tp.{tp}"
+        if not str(tp).isdigit() or int(tp) < 2:
+            problems.append(f"{f}: key must be a world size >= 2")
+        if not isinstance(ops, dict):
+            problems.append(f"{f}: must be an object")
+            continue
+        for op, modes in ops.items():
+            if op not in ("all_reduce", "all_gather"):
+                continue
+            if not isinstance(modes, dict):
+                problems.append(f"{f}.{op}: must be an object")
+                continue
+            for mode, series in modes.items():
+                if not isinstance(series, dict):
+                    problems.append(f"{f}.{op}.{mode}: must be an object")
+                    continue
+                _points(series, "points", f"{f}.{op}.{mode}", problems, {"bytes": "int", "us": "num"})
+                fit = series.get("fit")
+                if fit is not None:
+                    if not isinstance(fit, dict):
+                        problems.append(f"{f}.{op}.{mode}.fit: must be an object")
+                    else:
+                        _num(fit.get("alpha_us"), f"{f}.{op}.{mode}.fit.alpha_us", problems, positive=False)
+    return problems
+
+
+# ------------------------------------------------------------------------------------ lookups
+def _section(profile: dict, name: str) -> dict:
+    sec = profile.get(name)
+    if not isinstance(sec, dict):
+        raise ProfileError(f"profile has no {name} section (measure it with: specsim measure gpu --sections {name})")
+    return sec
+
+
+def interp_loglog(x, xs, ys, slope_above: float | None = 1.0):
+    """Piecewise-linear interpolation in log-log. Below the first point: the first value; above the
+    last: ``slope_above`` (1 = proportional, the compute-bound limit) or flat when None."""
+    xs = np.asarray(xs, dtype=float)
+    ys = np.asarray(ys, dtype=float)
+    x = np.asarray(x, dtype=float)
+    lx, ly = np.log(xs), np.log(ys)
+    out = np.exp(np.interp(np.log(np.maximum(x, xs[0])), lx, ly))
+    if slope_above is not None:
+        above = x > xs[-1]
+        out = np.where(above, ys[-1] * (np.maximum(x, 1e-300) / xs[-1]) ** slope_above, out)
+    return out
+
+
+def gemm_shapes_available(profile: dict, dtype: str | None = None) -> list[tuple]:
+    return [
+        (c.get("name"), c["kind"], c["dtype"], c["k"], c["n"])
+        for c in _section(profile, "gemm")["curves"]
+        if dtype is None or c["dtype"] == dtype
+    ]
+
+
+def _curve(profile: dict, k: int, n: int, dtype: str, kind: str | None):
+    for c in _section(profile, "gemm")["curves"]:
+        if c["k"] == k and c["n"] == n and c["dtype"] == dtype and (kind is None or c["kind"] == kind):
+            return c
+    return None
+
+
+def gemm_curve(profile: dict, k: int, n: int, dtype: str = "bf16", kind: str | None = None):
+    """(m array, us array) of the measured curve of shape K x N; ProfileError when not measured."""
+    c = _curve(profile, k, n, dtype, kind)
+    if c is None:
+        have = ", ".join(f"{nm or '?'} {kk}x{nn}" for nm, _, _, kk, nn in gemm_shapes_available(profile, dtype)[:12])
+        raise ProfileError(f"gemm: no {dtype} curve for K={k} N={n}; measured: {have}")
+    m = np.array([p["m"] for p in c["points"]], dtype=float)
+    us = np.array([p["us"] for p in c["points"]], dtype=float)
+    return m, us
+
+
+def gemm_us(profile: dict, m, k: int, n: int, dtype: str = "bf16", kind: str | None = None):
+    """GEMM time (us) at M tokens: the exact shape's curve interpolated in log-log; for a shape not
+    measured, the nearest measured shape (in log K and log N) rescaled by the roofline of the two:
+    time scales with max(flop ratio, byte ratio) at the same M."""
+    c = _curve(profile, k, n, dtype, kind)
+    if c is not None:
+        ms, us = gemm_curve(profile, k, n, dtype, kind)
+        return interp_loglog(m, ms, us)
+    cands = [
+        cv for cv in _section(profile, "gemm")["curves"] if cv["dtype"] == dtype and cv["kind"] == (kind or "dense")
+    ]
+    if not cands:
+        raise ProfileError(f"gemm: no {dtype} {kind or 'dense'} curves in the profile")
+    ref = min(cands, key=lambda cv: math.hypot(math.log(cv["k"] / k), math.log(cv["n"] / n)))
+    ms, us = gemm_curve(profile, ref["k"], ref["n"], dtype, ref["kind"])
+    isz = 1 if dtype == "fp8" else 2
+    m = np.asarray(m, dtype=float)
+    flop_ratio = (k * n) / (ref["k"] * ref["n"])
+    byte_ratio = (m * k * isz + k * n * isz + m * n * 2) / (
+        m * ref["k"] * isz + ref["k"] * ref["n"] * isz + m * ref["n"] * 2
+    )
+    return interp_loglog(m, ms, us) * np.maximum(flop_ratio, byte_ratio)
+
+
+def gemm_efficiency(profile: dict, k: int, n: int, dtype: str = "bf16"):
+    """(m, flop/s, bytes/s) arrays of one measured curve."""
+    c = _curve(profile, k, n, dtype, None)
+    if c is None:
+        gemm_curve(profile, k, n, dtype)  # raises with the list of shapes
+    m = np.array([p["m"] for p in c["points"]], dtype=float)
+    return m, np.array([p["flop_per_s"] for p in c["points"]]), np.array([p["bytes_per_s"] for p in c["points"]])
+
+
+def graph_costs(profile: dict) -> tuple[float, float]:
+    """(fixed_us, per_node_us) of a CUDA-graph replay."""
+    g = _section(profile, "graph")
+    if "fixed_us" not in g or "per_node_us" not in g:
+        raise ProfileError("graph: no replay fit (fixed_us, per_node_us) in the profile")
+    return float(g["fixed_us"]), float(g["per_node_us"])
+
+
+def eager_launch_us(profile: dict) -> float:
+    """Wall time per back-to-back eager launch of a tiny kernel (host launch bound)."""
+    g = _section(profile, "graph")
+    if "eager_launch_us" not in g:
+        raise ProfileError("graph: no eager launch measurement in the profile")
+    return float(g["eager_launch_us"])
+
+
+def copy_bytes_per_s(profile: dict) -> float:
+    """Device-to-device copy bandwidth, bytes read + written per second."""
+    v = _section(profile, "copy").get("bytes_per_s")
+    if not v:
+        raise ProfileError("copy: no bandwidth in the profile")
+    return float(v)
+
+
+def attention_table(profile: dict, variant: str = "gqa", phase: str | None = None) -> dict:
+    """Columns (numpy arrays) of the attention points: batch, ctx, q_tokens, kv_len, us, kv_bytes_per_s, backend."""
+    pts = [
+        p
+        for p in _section(profile, "attention")["points"]
+        if p.get("variant") == variant and (phase is None or p.get("phase") == phase)
+    ]
+    if not pts:
+        raise ProfileError(f"attention: no points of variant {variant!r}" + (f" and phase {phase!r}" if phase else ""))
+    cols = {}
+    for key in ("batch", "ctx", "q_tokens", "kv_len", "us", "p10_us", "p90_us", "kv_bytes_per_s"):
+        cols[key] = np.array([p.get(key, np.nan) if p.get(key) is not None else np.nan for p in pts], dtype=float)
+    cols["backend"] = [p.get("backend") for p in pts]
+    return cols
+
+
+def attention_us(profile: dict, batch: int, ctx: int, q_tokens: int, variant: str = "gqa") -> float:
+    """Attention time (us) from the table: nearest measured q_tokens (in log), then log-log
+    interpolation over ctx for each measured batch and over batch between them (proportional
+    beyond the largest measured batch or ctx)."""
+    t = attention_table(profile, variant)
+    qs = np.unique(t["q_tokens"])
+    q = qs[np.argmin(np.abs(np.log(qs) - math.log(q_tokens)))]
+    at_q = t["q_tokens"] == q
+    bs, vals = [], []
+    for b in np.unique(t["batch"][at_q]):
+        sel = at_q & (t["batch"] == b)
+        order = np.argsort(t["ctx"][sel])
+        bs.append(b)
+        vals.append(float(interp_loglog(ctx, t["ctx"][sel][order], t["us"][sel][order], slope_above=1.0)))
+    return float(interp_loglog(batch, bs, vals, slope_above=1.0))
+
+
+def topk_us(profile: dict, rows: int, vocab: int, k: int = 8) -> float:
+    pts = [p for p in _section(profile, "topk")["points"] if p["vocab"] == vocab and p["k"] == k]
+    if not pts:
+        vs = sorted({p["vocab"] for p in profile["topk"]["points"]})
+        raise ProfileError(f"topk: no points for vocab {vocab} k {k}; measured vocabs {vs}")
+    pts.sort(key=lambda p: p["rows"])
+    return float(interp_loglog(rows, [p["rows"] for p in pts], [p["us"] for p in pts]))
+
+
+def collective_fit(profile: dict, tp: int, op: str = "all_reduce", mode: str = "graph") -> tuple[float, float]:
+    """(alpha_us, bus_bytes_per_s) fitted for one collective at world size tp."""
+    sec = _section(profile, "collectives")
+    try:
+        fit = sec["tp"][str(tp)][op][mode]["fit"]
+    except (KeyError, TypeError):
+        have = sorted(sec.get("tp", {}))
+        raise ProfileError(f"collectives: no {op} {mode} fit at TP {tp}; measured TP sizes {have}") from None
+    return float(fit["alpha_us"]), float(fit["bus_bytes_per_s"])

@@ -13,6 +13,7 @@ from .fit import fit_linear
 from .profile import PROFILE_SCHEMA, PROFILE_VERSION, validate_profile
 
 SECTIONS = ("gemm", "attention", "topk", "graph", "copy")
+SECTION_WEIGHT = {"gemm": 0.55, "attention": 0.2, "topk": 0.1, "graph": 0.08, "copy": 0.07}
 
 
 class Ctx:
@@ -681,8 +682,13 @@ def measure_gpu(
         },
         "errors": c.errors,
     }
-    for s in sections:
+    total = Deadline(budget_s)
+    for i, s in enumerate(sections):
         t0 = time.monotonic()
+        if budget_s and budget_s > 0:
+            # each section gets its share of what is left, so a slow one cannot starve the rest
+            rest = sum(SECTION_WEIGHT[x] for x in sections[i:])
+            c.deadline = Deadline(max(1.0, total.left() * SECTION_WEIGHT[s] / rest))
         try:
             prof[s] = RUNNERS[s](c)
         except MeasureError:

@@ -210,16 +210,30 @@ def verify(
     tokens: str = typer.Option("1,2,3,4,6,8,16,32,64", "--tokens", help="verify widths, e.g. 1,3,6,16 or 1-8"),
     fmt: Fmt = typer.Option(Fmt.text, "--format", help="text, markdown (md) or json"),
     as_json: bool = JsonOpt,
+    breakdown: bool = typer.Option(False, "--breakdown", help="per-operator table (kernels, bytes, FLOPs, ms) for each width"),
     deploy: dict | None = None,
 ) -> None:
     """Target verify forward time (ms) per number of draft tokens per request.
 
     Example: specsim verify --model llama-3.1-70b --gpu h100 --tp 4 --tokens 1,4,8,16
+    Example: specsim verify --tokens 4 --batch 32 --breakdown
     """
     from .analysis.predict import verify_ms
     from .output.render import verify_markdown
 
     scenario, kw = _split_scenario(deploy or {})
+    if breakdown:
+        from .analysis.predict import operator_table
+
+        widths = _ints(tokens, "tokens")
+        if len(widths) > 16:
+            _fail(f"tokens: got {len(widths)} widths; --breakdown prints at most 16 tables")
+        tables = [operator_table(w, scenario, **kw) for w in widths]
+        if as_json or fmt == Fmt.json:
+            _emit({"kind": "modeled", "breakdowns": [t.to_dict() for t in tables]})
+        else:
+            typer.echo("\n\n".join(repr(t) for t in tables))
+        return
     curve = verify_ms(_ints(tokens, "tokens"), scenario, **kw)
     if as_json or fmt == Fmt.json:
         _emit(curve.to_dict())
@@ -369,8 +383,20 @@ def validate(
 ) -> None:
     """Calibrate on a subset of measured points and score the prediction of all of them."""
     from .analysis.calibrate import validate as _validate
+    from .analysis.validate_sweeps import held_out_errors, is_sweeps_dataset, sweeps_text, validate_sweeps
     from .output.render import table_text
 
+    if is_sweeps_dataset(dataset):  # published batch sweeps: tau fitted at the smallest batch, the rest held out
+        vs = validate_sweeps(dataset)
+        if as_json:
+            _emit(vs.to_dict())
+        else:
+            typer.echo(sweeps_text(vs))
+        errs = held_out_errors(vs)
+        if max_mape is not None and errs and sum(errs) / len(errs) > max_mape:
+            typer.echo(f"error: held-out MAPE {sum(errs) / len(errs):.2f}% exceeds --max-mape {max_mape}", err=True)
+            raise typer.Exit(1)
+        return
     if max_mape is not None and not max_mape >= 0:
         _fail(f"max-mape: got {max_mape}; must be a percentage >= 0")
     v = _validate(dataset, _ints(fit_tokens, "fit"))

@@ -217,3 +217,67 @@ def verify_ms(tokens=(1, 3, 6, 16), scenario: str | Scenario | None = None, **ov
     if points:
         curve.measured = [dict(x) for x in points]  # type: ignore[union-attr]
     return curve
+
+
+@dataclass
+class OperatorTable:
+    """Per-operator breakdown of the target verify forward (modeled), one row per kernel kind."""
+
+    scenario: str
+    tokens: int
+    batch: int
+    ctx: int
+    total_ms: float
+    kernels: int
+    rows: list[dict] = field(default_factory=list)
+
+    def to_dict(self) -> dict:
+        return {"kind": "modeled", "scenario": self.scenario, "tokens": self.tokens, "batch": self.batch,
+                "ctx": self.ctx, "total_ms": self.total_ms, "kernels": self.kernels, "operators": self.rows}
+
+    def __repr__(self) -> str:
+        from ..output.render import table_text
+
+        rows = [[r["name"], r["family"], r["phase"], r["count"], r["mbytes"], r["gflops"], r["ms"], r["pct"]] for r in self.rows]
+        head = ["operator", "family", "phase", "kernels", "MB each", "GFLOP each", "ms", "%"]
+        title = (f"{self.scenario}: verify forward over {self.batch} x {self.tokens} tokens, ctx {self.ctx} "
+                 f"(modeled): {self.total_ms:.3f} ms, {self.kernels} kernels")
+        return table_text(head, rows, title)
+
+
+def operator_table(tokens: int = 3, scenario: str | Scenario | None = None, **overrides) -> OperatorTable:
+    """The verify forward as its operator list: count, bytes, FLOPs and modeled time of each kernel kind.
+
+    Launch cost and graph replay are rows of their own, so the rows add up to the verify time.
+    """
+    from ..physics.cost import target_forward_ms
+    from ..physics.cycle import graph_batch, graph_width
+
+    if int(tokens) < 1:
+        raise SpecsimError("tokens", tokens, "token counts must be integers >= 1")
+    sc = build_scenario(scenario, **overrides)
+    p = scenario_params(sc)
+    b, g = graph_batch(p, p["batch"], p["graph_verify"])
+    w = graph_width(p, b, float(tokens), g)
+    real = float(p["batch"]) * float(tokens)
+    out = target_forward_ms(p, w, batch=b, graph=g, multi_token=tokens > 1, routed_tokens=real, keep_rows=True)
+    total = float(out["total"])
+    rows = []
+    for r in out["rows"]:
+        count = float(np.max(r["count"]))
+        if count == 0:
+            continue
+        us = float(np.max(r["us"]))
+        rows.append({"name": r["name"], "family": r["family"], "phase": r["phase"], "count": int(round(count)),
+                     "mbytes": float(np.max(r["bytes"])) / 1e6, "gflops": float(np.max(r["flops"])) / 1e9,
+                     "ms": us / 1e3})
+    # each row holds its kernels' launch cost (graph node or exposed eager launch); the replay itself apart
+    fixed_ms = float(g) * float(p["graph_fixed_us"]) / 1e3
+    if fixed_ms > 0:
+        rows.append({"name": "graph_replay", "family": "launch", "phase": "misc", "count": 1, "mbytes": 0.0, "gflops": 0.0,
+                     "ms": fixed_ms})
+    for r in rows:
+        r["pct"] = 100.0 * r["ms"] / total if total > 0 else 0.0
+    rows.sort(key=lambda r: -r["ms"])
+    return OperatorTable(sc.name, int(tokens), int(sc.workload.batch), int(sc.workload.ctx), total,
+                         int(round(float(out["kernels"]))), rows)

@@ -1,0 +1,192 @@
+"""Score the model on published batch sweeps and batch-1 baselines (held-out data).
+
+Protocol (the same for every sweep, as in the issue that asked for it): the accept length is
+fixed once, at the smallest published batch, so the modeled speedup matches there; every
+larger batch is then predicted with that accept length. Only the first row of each sweep is
+used to fit anything (one number: tau); the rest are held out. Baselines are zero-shot: the
+presets alone, nothing fitted. The dataset is ``calibration/datasets/published_batch_sweeps.json``.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+from ..errors import SpecsimError
+
+DEFAULT_DATASET = "published_batch_sweeps"
+DEFAULT_CTX = 512  # MT-Bench-like prompts plus half the generated tokens, when a sweep states none (assumed)
+
+
+@dataclass
+class SweepScore:
+    id: str
+    setup: str
+    tau: float | None
+    rows: list[dict] = field(default_factory=list)
+    skipped: str | None = None
+
+    @property
+    def worst_pct(self) -> float | None:
+        held = [abs(r["error_pct"]) for r in self.rows if not r["fitted"]]
+        return max(held) if held else None
+
+
+@dataclass
+class SweepValidation:
+    dataset: str
+    sweeps: list[SweepScore]
+    baselines: list[dict]
+
+    def to_dict(self) -> dict:
+        return {"kind": "validation", "dataset": self.dataset,
+                "protocol": "accept length fixed at the smallest batch of each sweep (fitted row); other rows held out; "
+                            "baselines zero-shot from presets",
+                "sweeps": [{"id": s.id, "setup": s.setup, "tau_fitted": s.tau, "skipped": s.skipped,
+                            "worst_held_out_error_pct": s.worst_pct, "rows": s.rows} for s in self.sweeps],
+                "baselines": self.baselines}
+
+
+def _ctx(sw: dict) -> int:
+    if sw.get("ctx"):
+        return int(sw["ctx"])
+    inp, out = sw.get("input_len"), sw.get("output_len")
+    if isinstance(inp, (int, float)) and isinstance(out, (int, float)):
+        return int(inp + out / 2)
+    return DEFAULT_CTX
+
+
+def _predict_kw(sw: dict) -> dict:
+    return dict(model=sw["model"], gpu=sw["gpu"], tp=int(sw.get("tp") or 1), engine=sw["engine"],
+                steps=int(sw["steps"]), topk=int(sw.get("topk") or 1), ctx=_ctx(sw),
+                **({"draft_tokens": int(sw["num_draft_tokens"])} if (sw.get("topk") or 1) > 1 else {}))
+
+
+def score_sweep(sw: dict) -> SweepScore:
+    """Fit tau at the smallest batch, predict the rest; a sweep the presets cannot express is skipped."""
+    from scipy.optimize import brentq
+
+    from ..io.presets import get_engine, get_gpu, get_model
+    from .predict import predict
+
+    sid = sw.get("id", "?")
+    try:
+        get_model(sw["model"]), get_gpu(sw["gpu"]), get_engine(sw["engine"])
+        kw = _predict_kw(sw)
+    except (SpecsimError, KeyError, TypeError, ValueError) as exc:
+        return SweepScore(sid, str(sw.get("model")), None, skipped=f"not expressible with the presets ({exc})")
+    rows = sorted((r for r in sw.get("rows", []) if r.get("speedup") and r.get("batch")), key=lambda r: r["batch"])
+    if len(rows) < 2:
+        return SweepScore(sid, str(sw.get("model")), None, skipped="fewer than two batch sizes")
+    b0 = rows[0]
+    setup = f"{kw['model']} {kw['gpu']} TP{kw['tp']} {kw['engine']} steps={kw['steps']} topk={kw['topk']} ctx={kw['ctx']}"
+    hi = kw["steps"] + 1.0
+    if kw["topk"] > 1:
+        hi = float(kw.get("draft_tokens", kw["steps"] + 1))
+
+    def miss(tau):
+        return predict(batch=int(b0["batch"]), accept=tau, **kw).speedup - float(b0["speedup"])
+
+    lo_m, hi_m = miss(1.0), miss(hi)
+    tau = 1.0 if lo_m >= 0 else hi if hi_m <= 0 else brentq(miss, 1.0, hi, xtol=1e-6)
+    out = SweepScore(sid, setup, float(tau))
+    first = True
+    for r in rows:
+        p = predict(batch=int(r["batch"]), accept=tau, **kw)
+        fitted = first or r["batch"] == b0["batch"]
+        out.rows.append({"batch": int(r["batch"]), "published_speedup": float(r["speedup"]),
+                         "predicted_speedup": p.speedup, "error_pct": 100 * (p.speedup / float(r["speedup"]) - 1),
+                         "fitted": bool(fitted), "kind": "modeled vs published"})
+        first = False
+    return out
+
+
+def score_baselines(baselines: list[dict]) -> list[dict]:
+    """Zero-shot batch-1 baselines from presets vs published tok/s (rows the presets cannot express are skipped)."""
+    from .predict import predict
+
+    out = []
+    for b in baselines:
+        tok = b.get("tok_s")
+        if not isinstance(tok, (int, float)) or not math.isfinite(tok) or tok <= 0:
+            continue
+        try:
+            p = predict(model=b["model"], gpu=b["gpu"], tp=int(b.get("tp") or 1), engine=b["engine"],
+                        batch=int(b.get("batch") or 1), ctx=int(b.get("ctx") or DEFAULT_CTX))
+        except (SpecsimError, KeyError, TypeError, ValueError):
+            continue
+        out.append({"id": b.get("id"), "setup": f"{b['model']} {b['gpu']} TP{b.get('tp') or 1} {b['engine']}",
+                    "published_tok_s": float(tok), "predicted_tok_s": p.baseline_tok_s,
+                    "error_pct": 100 * (p.baseline_tok_s / float(tok) - 1), "fitted": False})
+    return out
+
+
+def validate_sweeps(dataset: str | None = None) -> SweepValidation:
+    """Score every sweep and baseline of a throughput-sweeps dataset (built-in by default)."""
+    from pathlib import Path
+
+    from ..io.presets import data_root
+    from ..io.safe_read import loads_bounded, read_json_file
+
+    name = dataset or DEFAULT_DATASET
+    if Path(name).exists():
+        d = read_json_file(name, "dataset")
+    else:
+        cand = data_root("calibration").joinpath("datasets", f"{name}.json")
+        if not cand.is_file():
+            raise SpecsimError("dataset", name, f"no such file (built-in: {DEFAULT_DATASET})")
+        d = loads_bounded(cand.read_text(encoding="utf-8"), "dataset", name)
+    if not isinstance(d, dict):
+        raise SpecsimError("dataset", name, "must be a JSON object")
+    if d.get("kind") != "throughput_sweeps":
+        raise SpecsimError("dataset", dataset, "is not a throughput_sweeps dataset (see calibration/README.md)")
+    sweeps = [score_sweep(sw) for sw in d.get("sweeps", [])]
+    return SweepValidation(d.get("name", dataset or DEFAULT_DATASET), sweeps, score_baselines(d.get("baselines", [])))
+
+
+def is_sweeps_dataset(name: str) -> bool:
+    """Whether ``name`` (built-in name or path) is a throughput-sweeps dataset."""
+    from pathlib import Path
+
+    if name in (DEFAULT_DATASET, "published-batch-sweeps"):
+        return True
+    f = Path(name)
+    if not f.is_file() or f.stat().st_size > 64 * 2**20:
+        return False
+    try:
+        with open(f, "rb") as fh:
+            head = fh.read(4096).decode("utf-8", "replace")
+    except OSError:
+        return False
+    return '"throughput_sweeps"' in head
+
+
+def held_out_errors(v: SweepValidation) -> list[float]:
+    """Absolute % errors of every held-out sweep row."""
+    return [abs(r["error_pct"]) for s in v.sweeps for r in s.rows if not r["fitted"]]
+
+
+def sweeps_text(v: SweepValidation) -> str:
+    """Text tables: each sweep's rows (fitted row marked) and the zero-shot baselines."""
+    from ..output.render import table_text
+
+    parts = []
+    for s in v.sweeps:
+        if s.skipped:
+            continue
+        rows = [[r["batch"], r["published_speedup"], r["predicted_speedup"], r["error_pct"], "fit" if r["fitted"] else "held out"]
+                for r in s.rows]
+        parts.append(table_text(["batch", "published x", "modeled x", "error %", ""], rows,
+                                f"{s.id}: {s.setup}, tau fitted at the smallest batch = {s.tau:.2f}"))
+    skipped = [s for s in v.sweeps if s.skipped]
+    if v.baselines:
+        rows = [[b["setup"], b["published_tok_s"], b["predicted_tok_s"], b["error_pct"]] for b in v.baselines]
+        parts.append(table_text(["baseline (batch 1)", "published tok/s", "modeled tok/s", "error %"], rows,
+                                "zero-shot baselines from presets (nothing fitted)"))
+    errs = held_out_errors(v)
+    if errs:
+        parts.append(f"held-out sweep rows: {len(errs)}, MAPE {sum(errs) / len(errs):.1f}%, worst {max(errs):.1f}%")
+    if skipped:
+        parts.append(f"skipped {len(skipped)} sweeps the presets cannot express: " + ", ".join(s.id for s in skipped)
+                     + " (--json gives each reason)")
+    return "\n\n".join(parts)

@@ -146,7 +146,9 @@ def test_write_report_failed_rename_keeps_old_file(monkeypatch, tmp_path):
         raise OSError("disk full")
 
     monkeypatch.setattr(specsim.io.files.os, "replace", no_replace)
-    with pytest.raises(OSError):
+    from specsim.errors import SpecsimError
+
+    with pytest.raises((OSError, SpecsimError)):  # io.files may turn the OSError into a one-line SpecsimError
         report.write_report(out)
     assert out.read_text() == "old report"
     assert [p.name for p in tmp_path.iterdir()] == ["r.html"]

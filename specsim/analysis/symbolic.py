@@ -274,7 +274,7 @@ def explain(scenario=None, fmt: str = "markdown", **overrides) -> str:
 
 
 _LABELS = {
-    "launch": "graph replay / kernel launch", "kernel_fixed": "per-kernel fixed GPU time",
+    "launch": "graph replay / kernel launch", "kernel_fixed": "per-kernel fixed GPU time", "activations": "activation traffic (norms, rotary, act.)",
     "allreduce": "TP all-reduce", "weights": "weights / memory", "attention": "attention (KV)",
     "compute": "compute-bound GEMM", "draft": "draft phase", "accept": "accept/sample phase",
     "draft_extend": "draft-extend phase", "host": "host (exposed)", "tau": "accept length tau",

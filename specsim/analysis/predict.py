@@ -139,7 +139,7 @@ def evaluate(sc: Scenario) -> Prediction:
     tau = expected_accept_length(sc)
     th = throughput(p, tau)
     phases, cyc, base = th["phases"], float(th["cycle_ms"]), th["baseline"]
-    vb = verify_breakdown(p)
+    vb = th["verify_breakdown"]
     batch = sc.workload.batch
     tok_s, base_tok_s = float(th["tok_s"]), float(th["baseline_tok_s"])
     std = float(acc.accept_length_std(rates, s.steps)) if s.topk == 1 else None

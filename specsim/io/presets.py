@@ -90,6 +90,11 @@ def get_model(name_or_path: str) -> tuple[TargetModel, DraftModel]:
 
 def builtin_scenarios() -> dict[str, str]:
     """Built-in scenario names -> their one-line description."""
+    return dict(_builtin_index())
+
+
+@cache
+def _builtin_index() -> dict[str, str]:
     out = {}
     for f in sorted(data_root("calibration").joinpath("scenarios").iterdir(), key=lambda x: x.name):
         if f.name.endswith(".json"):
@@ -99,18 +104,21 @@ def builtin_scenarios() -> dict[str, str]:
 
 def scenario_from_dict(data: dict, origin: str = "scenario") -> Scenario:
     """Validate a scenario dict; the first problem becomes a one-line SpecsimError naming the field."""
+    from ..errors import from_validation_error
+
+    if not isinstance(data, dict):
+        raise SpecsimError(origin, None, "must hold a JSON object", show_value=False)
     try:
         return Scenario.model_validate(data)
     except ValidationError as exc:
-        err = exc.errors()[0]
-        loc = ".".join(str(x) for x in err["loc"]) or "scenario"
-        value = err.get("input")
-        msg = str(err["msg"]).removeprefix("Value error, ")
-        if err["type"] == "missing":
-            raise SpecsimError(f"{origin}: {loc}", None, "required field is missing", show_value=False) from None
-        if isinstance(value, (dict, list)):
-            raise SpecsimError(f"{origin}: {loc}", None, msg, show_value=False) from None
-        raise SpecsimError(f"{origin}: {loc}", value, msg) from None
+        raise from_validation_error(exc, origin) from None
+
+
+@cache
+def _builtin_scenario(name: str) -> Scenario:
+    """A built-in scenario, validated once per process (callers copy before they change it)."""
+    text = data_root("calibration").joinpath("scenarios", f"{name}.json").read_text(encoding="utf-8")
+    return scenario_from_dict(json.loads(text), f"scenario {name}")
 
 
 def load_scenario(name_or_file: str | None = None) -> Scenario:
@@ -118,15 +126,15 @@ def load_scenario(name_or_file: str | None = None) -> Scenario:
     name = name_or_file or DEFAULT_SCENARIO
     builtins = builtin_scenarios()
     if name in builtins:
-        text = data_root("calibration").joinpath("scenarios", f"{name}.json").read_text(encoding="utf-8")
-        return scenario_from_dict(json.loads(text), f"scenario {name}")
+        return _builtin_scenario(name)
+    from .safe_read import read_json_file
+
+    if name_or_file is not None and not str(name_or_file).strip():
+        raise SpecsimError("scenario", name_or_file, f"give a built-in name or a file; built-in scenarios: {', '.join(builtins)}")
     path = Path(name)
-    if not path.exists():
+    if not path.exists() and not path.is_symlink() and name != "-":
         raise SpecsimError("scenario", name, f"not a file; built-in scenarios: {', '.join(builtins)}")
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise SpecsimError("scenario", name, f"not readable JSON ({' '.join(str(exc).split())})") from None
+    data = read_json_file(name, "scenario", allow_stdin=True)
     if not isinstance(data, dict):
         raise SpecsimError("scenario", name, "must hold a JSON object")
     return scenario_from_dict(data, f"scenario {path.name}")

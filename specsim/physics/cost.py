@@ -24,6 +24,8 @@ Components reported (ms): ``launch``, ``kernel_fixed``, ``allreduce``, ``weights
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from .operators import Op, draft_ops, target_ops
@@ -36,7 +38,13 @@ GEMM_ROW_TILE = 16  # rows an MMA instruction computes at once: M is padded to a
 
 def _is_zero(x) -> bool:
     """A count that is a scalar zero: the operator does not exist in this architecture/engine."""
+    if isinstance(x, (float, int)):
+        return x == 0
     return np.ndim(x) == 0 and float(x) == 0.0
+
+
+def _scalar(*xs) -> bool:
+    return all(isinstance(x, (float, int)) for x in xs)
 
 
 def gemm_compute_us(p: Params, m, n_cols, k_dim, flop_rate):
@@ -46,16 +54,19 @@ def gemm_compute_us(p: Params, m, n_cols, k_dim, flop_rate):
     ``peak_eff x M / (M + M_half)`` ramps with M (few output tiles per SM, pipeline fill and
     epilogue cost ``M_half`` rows' worth), and M is padded to the MMA row tile.
     """
-    m = np.maximum(np.asarray(m, dtype=float), 1.0)
-    m_pad = np.ceil(m / GEMM_ROW_TILE) * GEMM_ROW_TILE
+    if _scalar(m):
+        m_pad = math.ceil(max(float(m), 1.0) / GEMM_ROW_TILE) * GEMM_ROW_TILE
+    else:
+        m_pad = np.ceil(np.maximum(np.asarray(m, dtype=float), 1.0) / GEMM_ROW_TILE) * GEMM_ROW_TILE
     return 2.0 * (m_pad + p["gemm_half_efficiency_rows"]) * n_cols * k_dim / (flop_rate * p["gemm_peak_efficiency"]) * 1e6
 
 
 def gemm_us(p: Params, m, n_cols, k_dim, weight_bytes, act_bytes, bw_eff, flop_rate):
     """(memory-bound part, compute-bound excess) of one GEMM, us."""
-    mem = (np.asarray(weight_bytes, dtype=float) + act_bytes) * (1e6 / (p["hbm_bytes_per_s"] * bw_eff))
+    mem = (weight_bytes + act_bytes) * (1e6 / (p["hbm_bytes_per_s"] * bw_eff))
     cmp_ = gemm_compute_us(p, m, n_cols, k_dim, flop_rate)
-    return mem, np.maximum(cmp_ - mem, 0.0)
+    excess = cmp_ - mem
+    return mem, (max(excess, 0.0) if _scalar(excess) else np.maximum(excess, 0.0))
 
 
 class _Acc:
@@ -63,8 +74,8 @@ class _Acc:
 
     def __init__(self, p: Params, graph, keep_rows: bool = False):
         self.p = p
-        self.graph = np.asarray(graph, dtype=float)
-        self.all_graph = self.graph.ndim == 0 and float(self.graph) == 1.0
+        self.graph = float(graph) if np.ndim(graph) == 0 else np.asarray(graph, dtype=float)
+        self.all_graph = np.ndim(self.graph) == 0 and self.graph == 1.0
         self.t = {c: 0.0 for c in COMPONENTS}
         self.kernels = 0.0
         self.rows: list[dict] | None = [] if keep_rows else None
@@ -73,7 +84,8 @@ class _Acc:
         # graph: a fixed gap per node; eager: the host launch shows only where it outlasts the kernel
         if self.all_graph:
             return count * self.p["graph_node_us"]
-        eager_excess = np.maximum(self.p["eager_launch_us"] - gpu_us, 0.0)
+        gap = self.p["eager_launch_us"] - gpu_us
+        eager_excess = max(gap, 0.0) if _scalar(gap) else np.maximum(gap, 0.0)
         return count * (self.graph * self.p["graph_node_us"] + (1 - self.graph) * eager_excess)
 
     def add(self, op: Op, parts: dict):
@@ -114,17 +126,17 @@ def _op_parts(p: Params, op: Op) -> dict:
         mem, excess = gemm_us(p, op.m, op.n_cols, op.k_dim, op.bytes, op.act_bytes, op.bw_eff, op.flop_rate)
         return {"weights": mem, "compute": excess}
     if op.family == "grouped_gemm":
-        mem = (np.asarray(op.bytes, dtype=float) + op.act_bytes) * (1e6 / (bw * op.bw_eff))
+        mem = (op.bytes + op.act_bytes) * (1e6 / (bw * op.bw_eff))
         # each active expert computes its own rows (tokens routed to it), padded to the MMA tile
         experts = np.maximum(op.experts, 1e-9)
         cmp_ = experts * gemm_compute_us(p, np.maximum(op.m / experts, 1.0), op.n_cols, op.k_dim, op.flop_rate)
         return {"weights": mem, "compute": np.maximum(cmp_ - mem, 0.0)}
     if op.family == "attention":
-        mem = np.asarray(op.bytes, dtype=float) * (1e6 / (bw * op.bw_eff))
-        cmp_ = np.asarray(op.flops, dtype=float) * (1e6 / (op.flop_rate * p["flop_efficiency"]))
-        return {"attention": np.maximum(mem, cmp_)}
+        mem = op.bytes * (1e6 / (bw * op.bw_eff))
+        cmp_ = op.flops * (1e6 / (op.flop_rate * p["flop_efficiency"]))
+        return {"attention": max(mem, cmp_) if _scalar(mem, cmp_) else np.maximum(mem, cmp_)}
     if op.family == "elementwise":
-        return {"activations": np.asarray(op.act_bytes, dtype=float) * (1e6 / (bw * p["elementwise_mem_efficiency"]))}
+        return {"activations": op.act_bytes * (1e6 / (bw * p["elementwise_mem_efficiency"]))}
     if op.family == "collective":
         return {"allreduce": op.fixed_us}
     if op.family == "fixed":

@@ -61,8 +61,11 @@ def decode_breakdown(p: Params, batch=None) -> dict:
     return target_forward_ms(p, graph_width(p, b, 1.0, g), batch=b, graph=g, multi_token=False)
 
 
-def cycle_phases_ms(p: Params, tau) -> dict:
-    """Per-phase time of one speculative cycle (ms); ``tau`` = mean accepted length per request."""
+def cycle_phases_ms(p: Params, tau, verify_parts: dict | None = None) -> dict:
+    """Per-phase time of one speculative cycle (ms); ``tau`` = mean accepted length per request.
+
+    ``verify_parts``: the verify forward's breakdown when the caller has it already.
+    """
     steps, topk = p["steps"], p["topk"]
     batch = np.asarray(p["batch"], dtype=float)
     sync_ms = p["host_sync_us"] / 1e3
@@ -81,7 +84,7 @@ def cycle_phases_ms(p: Params, tau) -> dict:
     draft_gpu = n_fwd * (per_step_ms + topk_kernels_ms) + (n_fwd > 0) * gd * p["graph_fixed_us"] / 1e3
     draft_pre_gpu = _eager_small_ms(p, 2)  # KV slot assignment kernels
 
-    verify = verify_breakdown(p)["total"]
+    verify = (verify_breakdown(p) if verify_parts is None else verify_parts)["total"]
 
     # accept/sample: tree build + argmax/sampling kernels over the logits, then a host sync
     rows = batch * p["num_draft_tokens"]
@@ -117,13 +120,14 @@ def throughput(p: Params, tau) -> dict:
     ``tok/s = batch x tau / cycle``; ``baseline tok/s = batch / decode step``. Every command
     (predict, sweep, figures, reports, what-ifs) goes through this function.
     """
-    phases = cycle_phases_ms(p, tau)
+    verify = verify_breakdown(p)
+    phases = cycle_phases_ms(p, tau, verify)
     cyc = cycle_ms(phases)
     base = baseline_step_ms(p)
     batch = np.asarray(p["batch"], dtype=float)
     tok_s = batch * np.asarray(tau, dtype=float) / cyc * 1e3
     base_tok_s = batch / base["total"] * 1e3
-    return {"phases": phases, "cycle_ms": cyc, "tok_s": tok_s, "baseline": base, "baseline_tok_s": base_tok_s,
+    return {"phases": phases, "verify_breakdown": verify, "cycle_ms": cyc, "tok_s": tok_s, "baseline": base, "baseline_tok_s": base_tok_s,
             "speedup": tok_s / base_tok_s}
 
 

@@ -23,6 +23,22 @@ DECODE_QUERY_TILE = 16  # query rows per KV head a decode kernel pads to (tensor
 EXTEND_QUERY_TILE = 64  # query rows per KV head an extend/verify kernel pads to (FlashAttention/FlashInfer tile)
 
 
+def _num(x):
+    """A scalar as a Python float (fast scalar arithmetic), anything else as a float array."""
+    return float(x) if np.ndim(x) == 0 else np.asarray(x, dtype=float)
+
+
+def _where(cond, a, b):
+    """np.where that keeps Python scalars scalar."""
+    if isinstance(cond, (bool, np.bool_)):
+        return a if cond else b
+    return np.where(cond, a, b)
+
+
+def _maximum(a, b):
+    return max(a, b) if np.ndim(a) == 0 and np.ndim(b) == 0 else np.maximum(a, b)
+
+
 @dataclass
 class Op:
     """One kernel kind of a forward (per-kernel numbers; ``count`` kernels per forward)."""
@@ -55,11 +71,12 @@ def _elem(name, phase, count, p: Params, act_bytes) -> Op:
 
 def _attention(name, count, p: Params, b, w, ctx_eff, kv_bytes_per_token, q_rows_per_kv, flops_per_row_key, multi):
     """Attention core over each request's KV: bytes = b x keys x KV bytes; query rows padded to a tile."""
-    tile = np.where(multi, EXTEND_QUERY_TILE, DECODE_QUERY_TILE)
+    tile = _where(multi, EXTEND_QUERY_TILE, DECODE_QUERY_TILE)
     rows = q_rows_per_kv * w
     padded = np.ceil(rows / tile) * tile
+    padded = float(padded) if np.ndim(padded) == 0 else padded
     return Op(name, "attention", "attention", count, bytes=b * ctx_eff * kv_bytes_per_token,
-              flops=b * padded / np.maximum(q_rows_per_kv, 1e-9) * ctx_eff * flops_per_row_key,
+              flops=b * padded / _maximum(q_rows_per_kv, 1e-9) * ctx_eff * flops_per_row_key,
               bw_eff=p["attention_mem_efficiency"], flop_rate=p["flops_bf16"])
 
 
@@ -73,11 +90,12 @@ def _allreduce_params(p: Params, graph):
 def target_ops(p: Params, tokens_per_request, batch=None, ctx=None, graph=None, multi_token=None,
                routed_tokens=None) -> list[Op]:
     """Operators of the target forward over batch x tokens_per_request new tokens."""
-    w = np.asarray(tokens_per_request, dtype=float)
-    b = np.asarray(p["batch"] if batch is None else batch, dtype=float)
-    c = np.asarray(p["ctx"] if ctx is None else ctx, dtype=float)
+    w = _num(tokens_per_request)
+    b = _num(p["batch"] if batch is None else batch)
+    c = _num(p["ctx"] if ctx is None else ctx)
     graph = p["graph_verify"] if graph is None else graph
-    multi = (w > 1) if multi_token is None else np.asarray(multi_token, dtype=bool)
+    multi = (w > 1) if multi_token is None else multi_token
+    multi = bool(multi) if np.ndim(multi) == 0 else np.asarray(multi, dtype=bool)
     n = b * w
     tp, h = p["tp"], p["hidden"]
     L, Lm = p["num_layers"], p["num_moe_layers"]
@@ -86,7 +104,7 @@ def target_ops(p: Params, tokens_per_request, batch=None, ctx=None, graph=None, 
     mla = p["is_mla"]
     gqa = 1 - mla
     heads_r = p["num_heads"] / tp
-    kv_r = np.maximum(p["num_kv_heads"] / tp, 1.0)
+    kv_r = _maximum(p["num_kv_heads"] / tp, 1.0)
     ctx_eff = c + w  # keys attended by the new tokens
     fused = p["fused_projections"]  # 1: one qkv and one gate_up GEMM; 0: q, k, v / gate, up apart
     ops: list[Op] = []
@@ -110,7 +128,7 @@ def target_ops(p: Params, tokens_per_request, batch=None, ctx=None, graph=None, 
     ql, kvl = p["q_lora_rank"], p["kv_lora_rank"]
     rope, nope, vd = p["qk_rope_head_dim"], p["qk_nope_head_dim"], p["v_head_dim"]
     qk = nope + rope
-    has_ql = (np.asarray(ql) > 0).astype(float)
+    has_ql = float(ql > 0) if np.ndim(ql) == 0 else (np.asarray(ql) > 0).astype(float)
     latent = kvl + rope
     absorbed = p["mla_absorbed"]  # 1: attention over the latent cache; 0: over per-head K/V
     per_head = heads_r * (qk + vd)
@@ -145,12 +163,12 @@ def target_ops(p: Params, tokens_per_request, batch=None, ctx=None, graph=None, 
     sh = p["num_shared_experts"] * p["shared_intermediate"] / tp
     bs_, fs = p["bytes_shared"], p["flops_shared"]
     ei = p["expert_intermediate"] / tp
-    routed = n if routed_tokens is None else np.asarray(routed_tokens, dtype=float)
-    per_token = np.asarray(p["moe_per_token_kernel"]) > 0
+    routed = n if routed_tokens is None else _num(routed_tokens)
+    per_token = p["moe_per_token_kernel"] > 0
     reads = experts_read(E, k, routed, p["moe_per_token_kernel"])
     # a gathered kernel that materialises per-token weight copies (HF batched_mm) moves them several times
-    reads = reads * np.where(per_token, p["per_token_traffic_factor"], 1.0)
-    active = np.where(per_token, n * k, expected_distinct_experts(E, k, routed))
+    reads = reads * _where(per_token, p["per_token_traffic_factor"], 1.0)
+    active = _where(per_token, n * k, expected_distinct_experts(E, k, routed))
     br, fr = p["bytes_routed"], p["flops_routed"]
     moe_eff = p["moe_mem_efficiency"]
     ops += [
@@ -169,14 +187,14 @@ def target_ops(p: Params, tokens_per_request, batch=None, ctx=None, graph=None, 
 
     # --- the multi-token (verify / extend) path: extra kernels and extra GPU time per layer
     ops += [
-        _elem("multi_token_extra_kernels", "misc", np.where(multi, p["multi_token_kernels_per_layer"], 0.0) * L / p["small_kernel_factor"],
+        _elem("multi_token_extra_kernels", "misc", _where(multi, p["multi_token_kernels_per_layer"], 0.0) * L / p["small_kernel_factor"],
               p, 0.0),
-        Op("multi_token_extra_time", "fixed", "misc", L, fixed_us=np.where(multi, p["multi_token_extra_us_per_layer"], 0.0)),
+        Op("multi_token_extra_time", "fixed", "misc", L, fixed_us=_where(multi, p["multi_token_extra_us_per_layer"], 0.0)),
     ]
 
     # --- collectives: per-layer all-reduces, embedding all-reduce, logits all-gather
     alpha, bw = _allreduce_params(p, graph)
-    rows = np.where(multi, n, b)  # decode computes logits for the last token only
+    rows = _where(multi, n, b)  # decode computes logits for the last token only
     tp_on = float(np.all(np.asarray(tp) <= 1)) == 0.0
     ops += [
         Op("allreduce", "collective", "comm", (L * p["allreduces_per_layer"] + 1) * tp_on,
@@ -201,9 +219,9 @@ def draft_ops(p: Params, tokens_per_request, batch=None, ctx=None, graph=None, f
     ``fuse`` adds the fc that fuses 3 target hidden states (draft-extend). The head's lm_head
     runs over every row (B x topk per draft step), then a softmax + top-k over its vocabulary.
     """
-    w = np.asarray(tokens_per_request, dtype=float)
-    b = np.asarray(p["batch"] if batch is None else batch, dtype=float)
-    c = np.asarray(p["ctx"] if ctx is None else ctx, dtype=float)
+    w = _num(tokens_per_request)
+    b = _num(p["batch"] if batch is None else batch)
+    c = _num(p["ctx"] if ctx is None else ctx)
     graph = p["graph_draft"] if graph is None else graph
     n = b * w
     tp = p["tp"]
@@ -211,10 +229,10 @@ def draft_ops(p: Params, tokens_per_request, batch=None, ctx=None, graph=None, f
     by, fl = p["bytes_draft"], p["flops_draft"]
     L = p["draft_layers"]
     heads_r = p["draft_heads"] / tp
-    kv_r = np.maximum(p["draft_kv_heads"] / tp, 1.0)
+    kv_r = _maximum(p["draft_kv_heads"] / tp, 1.0)
     d = p["draft_head_dim"]
     ctx_eff = c + w
-    f = np.asarray(fuse, dtype=float)
+    f = _num(fuse)
     inter = p["draft_intermediate"] / tp
     vr = p["draft_vocab"] / tp
     ops = [
@@ -222,11 +240,11 @@ def draft_ops(p: Params, tokens_per_request, batch=None, ctx=None, graph=None, f
         _gemm("qkv_proj", "attention", L, p, n, 2 * h, (heads_r + 2 * kv_r) * d, by, fl),
         _gemm("o_proj", "attention", L, p, n, heads_r * d, h, by, fl),
         _attention("attention", L, p, b, w, ctx_eff, 2 * kv_r * d * p["bytes_kv"], heads_r / kv_r,
-                   4 * kv_r * (heads_r / kv_r) * d, w > 1),
+                   4 * kv_r * (heads_r / kv_r) * d, (w > 1) if np.ndim(w) else bool(w > 1)),
         _gemm("gate_up_proj", "mlp", L, p, n, h, 2 * inter, by, fl),
         _gemm("down_proj", "mlp", L, p, n, inter, h, by, fl),
     ]
-    nsmall = np.maximum(p["draft_kernels_per_layer"] - 6 - p["allreduces_per_layer"], 0.0)
+    nsmall = _maximum(p["draft_kernels_per_layer"] - 6 - p["allreduces_per_layer"], 0.0)
     ops.append(_elem("norms_rope_act_store", "attention", L * nsmall, p, 4 * n * h * ACT_BYTES))
     ops.append(_elem("embedding_norm", "head", 2.0, p, 4 * n * h * ACT_BYTES))
     alpha, bw = _allreduce_params(p, graph)

@@ -73,3 +73,98 @@ def test_directory_path(tmp_path):
     _write(tmp_path, LLAMA)
     t, _ = load_hf_config(tmp_path)
     assert t.hidden == 4096
+
+
+# ---- real configs (tests/fixtures/hf) as transformers 4 and 5 write them -----------------------
+
+from pathlib import Path  # noqa: E402
+
+HF = Path(__file__).parent / "fixtures" / "hf"
+# fixture -> (model_type after unwrapping, preset it must match or None)
+REAL = {
+    "llama-3.1-8b-instruct": ("llama", "llama-3.1-8b"),
+    "llama-3.1-8b-instruct-tf5": ("llama", "llama-3.1-8b"),
+    "qwen2.5-7b-instruct": ("qwen2", None),
+    "qwen3-8b": ("qwen3", None),
+    "qwen3-30b-a3b": ("qwen3_moe", "qwen3-30b-a3b"),
+    "qwen3-30b-a3b-tf5": ("qwen3_moe", "qwen3-30b-a3b"),
+    "qwen3-235b-a22b": ("qwen3_moe", "qwen3-235b-a22b"),
+    "mixtral-8x7b-instruct": ("mixtral", None),
+    "deepseek-v3": ("deepseek_v3", "deepseek-v3"),
+    "kimi-k2-instruct": ("kimi_k2", "kimi-k2"),
+    "kimi-k2.5": ("kimi_k2", "kimi-k2.5"),
+}
+
+
+def test_every_model_type_has_a_real_fixture():
+    raw_types = set()
+    for name in REAL:
+        cfg = json.loads((HF / name / "config.json").read_text())
+        raw_types.add((cfg.get("text_config") or cfg)["model_type"])
+    assert raw_types == set(SUPPORTED_MODEL_TYPES)
+
+
+@pytest.mark.parametrize("name", sorted(REAL))
+def test_real_configs_load_and_match_presets(name):
+    t, d = load_hf_config(HF / name / "config.json")
+    assert t.hidden % t.attention.num_heads == 0 or t.attention.kind == "mla" or t.attention.head_dim
+    assert d.num_heads == t.attention.num_heads
+    preset = REAL[name][1]
+    if preset:
+        pt, _ = get_model(preset)
+        got = (t.num_layers, t.hidden, t.intermediate, t.vocab, t.attention.num_heads, t.attention.num_kv_heads)
+        want = (pt.num_layers, pt.hidden, pt.intermediate, pt.vocab, pt.attention.num_heads, pt.attention.num_kv_heads)
+        assert got == want
+        assert (t.moe is None) == (pt.moe is None)
+        if t.moe:
+            assert (t.moe.num_experts, t.moe.experts_per_token, t.moe.expert_intermediate, t.moe.num_shared_experts) == (
+                pt.moe.num_experts, pt.moe.experts_per_token, pt.moe.expert_intermediate, pt.moe.num_shared_experts)
+            assert t.num_dense_layers == pt.num_dense_layers
+
+
+def test_transformers5_renames_are_the_same_model():
+    for a, b in (("qwen3-30b-a3b", "qwen3-30b-a3b-tf5"), ("llama-3.1-8b-instruct", "llama-3.1-8b-instruct-tf5")):
+        ta, _ = load_hf_config(HF / a)
+        tb, _ = load_hf_config(HF / b)
+        assert ta.model_dump(exclude={"sources", "name"}) == tb.model_dump(exclude={"sources", "name"})
+
+
+QWEN_MOE = json.loads((HF / "qwen3-30b-a3b" / "config.json").read_text())
+
+
+@pytest.mark.parametrize("base,key,value,needle", [
+    (LLAMA, "num_attention_heads", 0, "num_attention_heads"),
+    (LLAMA, "hidden_size", 1e999, "hidden_size"),
+    (LLAMA, "hidden_size", 4097, "hidden_size"),  # not divisible by 32 heads, no head_dim
+    (LLAMA, "num_hidden_layers", True, "num_hidden_layers"),
+    (LLAMA, "num_hidden_layers", 1e9, "num_hidden_layers"),
+    (LLAMA, "num_hidden_layers", "32", "num_hidden_layers"),
+    (LLAMA, "num_key_value_heads", 5, "num_key_value_heads"),
+    (LLAMA, "vocab_size", -1, "vocab_size"),
+    (QWEN_MOE, "num_experts", 127.9, "num_experts"),
+    (QWEN_MOE, "num_experts_per_tok", 200, "num_experts_per_tok"),
+    (DSV3, "n_routed_experts", None, "num_experts"),
+    (DSV3, "first_k_dense_replace", 99, "first_k_dense_replace"),
+    (MIXTRAL, "num_local_experts", False, "num_local_experts"),
+])
+def test_hostile_values_name_the_key(tmp_path, base, key, value, needle):
+    cfg = dict(base)
+    if value is None:
+        cfg.pop(key)
+    else:
+        cfg[key] = value
+    f = tmp_path / "config.json"
+    f.write_text(json.dumps(cfg).replace("Infinity", "1e999"))
+    with pytest.raises(SpecsimError) as exc:
+        load_hf_config(f)
+    msg = str(exc.value)
+    assert needle in msg and "\n" not in msg
+
+
+def test_deep_nesting_and_devices_are_refused(tmp_path):
+    f = tmp_path / "config.json"
+    f.write_text("[" * 100_000)
+    with pytest.raises(SpecsimError, match="nested deeper"):
+        load_hf_config(f)
+    with pytest.raises(SpecsimError, match="character device"):
+        load_hf_config("/dev/zero")

@@ -1,31 +1,186 @@
-"""Atomic file writes: a failed run never leaves a half-written output."""
+"""Atomic file writes: a failed run never leaves a half-written output.
+
+Rules for an output path (``--out``, ``--csv``, ``scenario dump -o``):
+
+* ``-`` writes to standard output;
+* the parent directory must exist (it is not created silently); a directory as the target is
+  refused with a clear error, before anything is computed if the command calls
+  :func:`check_output` early;
+* a symlink is written through: the file it points to is replaced, the link stays;
+* an existing file keeps its permission bits; a new file gets ``0666 & ~umask``;
+* the data goes to a temporary file beside the target, which is renamed into place; the
+  temporary file is removed on any exit: exceptions, SIGINT / SIGTERM / SIGHUP during the
+  write, interpreter exit; temporary files left by a killed (SIGKILL) earlier run on the same
+  target are removed by the next write.
+
+Error messages name the target, never the temporary file.
+"""
 
 from __future__ import annotations
 
+import atexit
+import contextlib
 import os
+import signal
+import stat
+import sys
 import tempfile
+import threading
 from pathlib import Path
+
+_TMP_MARK = ".specsim-tmp"
+_live_temps: set[str] = set()
+_lock = threading.Lock()
+
+
+def _cleanup_all() -> None:
+    for tmp in list(_live_temps):
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        _live_temps.discard(tmp)
+
+
+atexit.register(_cleanup_all)
+
+
+def _err(target: str, why: str):
+    from ..errors import SpecsimError
+
+    return SpecsimError("out", target, why)
+
+
+def resolve_output(path: str | os.PathLike) -> Path:
+    """The file that will really be written for ``path`` (symlinks followed), checked.
+
+    Raises ``SpecsimError`` (field ``out``) for a directory, a missing or non-directory parent,
+    an unwritable directory or a non-regular existing target (FIFO, device).
+    """
+    name = os.fspath(path)
+    if name == "":
+        raise _err(name, "an empty file name; give a file path or '-' for standard output")
+    target = Path(os.path.realpath(name)) if os.path.islink(name) else Path(os.path.abspath(name))
+    if target.is_dir():
+        raise _err(name, "is a directory; give a file name inside it")
+    if target.exists() and not target.is_file():
+        raise _err(name, "exists and is not a regular file; refusing to replace it")
+    parent = target.parent
+    if not parent.exists():
+        raise _err(name, f"the directory {str(parent)!r} does not exist; create it first")
+    if not parent.is_dir():
+        raise _err(name, f"{str(parent)!r} is not a directory")
+    if not os.access(parent, os.W_OK | os.X_OK):
+        raise _err(name, f"the directory {str(parent)!r} is not writable")
+    return target
+
+
+def check_output(path: str | os.PathLike | None) -> None:
+    """Validate an output path before the work that produces its content (``-`` and None pass)."""
+    if path is None or os.fspath(path) == "-":
+        return
+    resolve_output(path)
+
+
+def _remove_stale(target: Path) -> None:
+    """Remove temporaries of ``target`` left by runs that no longer exist (e.g. killed with -9)."""
+    prefix = f".{target.name}."
+    try:
+        names = os.listdir(target.parent)
+    except OSError:
+        return
+    for n in names:
+        if not (n.startswith(prefix) and n.endswith(_TMP_MARK)):
+            continue
+        pid_part = n[len(prefix):].split(".", 1)[0]
+        if not pid_part.isdigit():
+            continue
+        pid = int(pid_part)
+        alive = pid == os.getpid()
+        if not alive:
+            try:
+                os.kill(pid, 0)
+                alive = True
+            except ProcessLookupError:
+                alive = False
+            except PermissionError:
+                alive = True
+        if not alive:
+            with contextlib.suppress(OSError):
+                os.unlink(target.parent / n)
+
+
+@contextlib.contextmanager
+def _signals_cleanup(tmp: str):
+    """While writing ``tmp``: SIGINT/SIGTERM/SIGHUP remove it, then act as before."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    old: dict[int, object] = {}
+
+    def handler(signum, frame):  # noqa: ARG001
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        _live_temps.discard(tmp)
+        prev = old.get(signum)
+        if callable(prev):
+            prev(signum, frame)
+        elif prev == signal.SIG_IGN:
+            return
+        raise SystemExit(128 + signum)
+
+    for sig in (signal.SIGINT, signal.SIGTERM, getattr(signal, "SIGHUP", None)):
+        if sig is None:
+            continue
+        try:
+            old[sig] = signal.signal(sig, handler)
+        except (ValueError, OSError):
+            pass
+    try:
+        yield
+    finally:
+        for sig, h in old.items():
+            with contextlib.suppress(ValueError, OSError, TypeError):
+                signal.signal(sig, h)  # type: ignore[arg-type]
 
 
 def write_atomic(path: str | os.PathLike, data: str | bytes) -> None:
-    """Write to a temporary file beside ``path`` and rename it into place."""
-    from ..errors import SpecsimError
-
-    target = Path(path)
+    """Write ``data`` to ``path`` atomically (see the module docstring); ``-`` is stdout."""
+    name = os.fspath(path)
+    if name == "-":
+        if isinstance(data, bytes):
+            sys.stdout.buffer.write(data)
+        else:
+            sys.stdout.write(data)
+        sys.stdout.flush()
+        return
+    target = resolve_output(name)
+    _remove_stale(target)
     try:
-        target.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=str(target.parent))
-    except OSError as exc:
-        raise SpecsimError("out", str(target), f"cannot write there ({exc.strerror or exc})") from None
-    mode = "wb" if isinstance(data, bytes) else "w"
-    try:
-        with os.fdopen(fd, mode, **({} if isinstance(data, bytes) else {"encoding": "utf-8"})) as fh:
-            fh.write(data)
+        mode = stat.S_IMODE(os.stat(target).st_mode) if target.exists() else None
+    except OSError:
+        mode = None
+    if mode is None:
         umask = os.umask(0)
         os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)  # mkstemp creates 0600; give the file ordinary permissions
-        os.replace(tmp, target)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+        mode = 0o666 & ~umask
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.{os.getpid()}.", suffix=_TMP_MARK, dir=str(target.parent))
+    except OSError as exc:
+        raise _err(name, f"cannot write there ({exc.strerror or exc})") from None
+    with _lock:
+        _live_temps.add(tmp)
+    try:
+        with _signals_cleanup(tmp):
+            try:
+                with os.fdopen(fd, "wb") as fh:
+                    fh.write(data if isinstance(data, bytes) else data.encode("utf-8"))
+                    fh.flush()
+                    os.fsync(fh.fileno())
+                os.chmod(tmp, mode)
+                os.replace(tmp, target)
+            except OSError as exc:
+                raise _err(name, f"cannot write ({exc.strerror or type(exc).__name__}); the old file, if any, is unchanged") from None
+    finally:
+        with contextlib.suppress(OSError):
+            if os.path.lexists(tmp):
+                os.unlink(tmp)
+        _live_temps.discard(tmp)

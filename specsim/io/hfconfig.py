@@ -1,123 +1,227 @@
-"""Read a Hugging Face ``config.json`` into a target architecture and a matching EAGLE-3 head."""
+"""Read a Hugging Face ``config.json`` into a target architecture and a matching EAGLE-3 head.
+
+Accepts configs as transformers 4 and 5 write them:
+
+* multimodal wrappers (Kimi-K2.5, Qwen-VL, Llama-4 style) keep the language model in
+  ``text_config``; it is used when the top level is not itself a supported text model;
+* renamed keys: the routed-expert count as ``num_experts`` / ``num_local_experts`` /
+  ``n_routed_experts`` whatever the model_type; ``rope_parameters`` (transformers 5) or
+  ``rope_theta`` / ``rope_scaling`` (transformers 4) are both fine (RoPE does not enter the
+  cost model); ``dtype`` or ``torch_dtype``.
+
+Every number is checked at this boundary, naming the config key: integers must be JSON
+integers (no ``true``, no ``127.9``, no strings), finite and within a physical range; the
+hidden size must split evenly over the heads unless ``head_dim`` is given; the KV heads must
+divide the heads.
+"""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 from ..errors import SpecsimError
 from ..physics.schema import Attention, DraftModel, MoE, TargetModel, WeightDtypes
 
 SUPPORTED_MODEL_TYPES = ("llama", "qwen2", "qwen3", "qwen3_moe", "mixtral", "deepseek_v3", "kimi_k2")
+MAX_CONFIG_BYTES = 16 * 1024 * 1024
+
+# key -> (lowest, highest) allowed value
+_RANGES: dict[str, tuple[int, int]] = {
+    "hidden_size": (1, 1_000_000),
+    "num_hidden_layers": (1, 10_000),
+    "num_attention_heads": (1, 4096),
+    "num_key_value_heads": (1, 4096),
+    "head_dim": (1, 4096),
+    "vocab_size": (1, 100_000_000),
+    "intermediate_size": (1, 10_000_000),
+    "moe_intermediate_size": (1, 10_000_000),
+    "shared_expert_intermediate_size": (0, 10_000_000),
+    "num_experts": (1, 65536),
+    "num_local_experts": (1, 65536),
+    "n_routed_experts": (1, 65536),
+    "num_experts_per_tok": (1, 65536),
+    "n_shared_experts": (0, 65536),
+    "first_k_dense_replace": (0, 10_000),
+    "q_lora_rank": (1, 1_000_000),
+    "kv_lora_rank": (1, 1_000_000),
+    "qk_nope_head_dim": (0, 4096),
+    "qk_rope_head_dim": (0, 4096),
+    "v_head_dim": (1, 4096),
+    "decoder_sparse_step": (1, 10_000),
+}
+_EXPERT_KEYS = ("n_routed_experts", "num_experts", "num_local_experts")
 
 
-def _read(path: Path) -> dict:
+def _read(path: Path) -> tuple[dict, Path]:
+    from .safe_read import read_json_file
+
     if path.is_dir():
         path = path / "config.json"
-    if not path.exists():
+    if not path.exists() and not path.is_symlink():
         raise SpecsimError("model", str(path), "no such file; give a preset name or a path to a config.json")
-    try:
-        cfg = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise SpecsimError("model", str(path), f"not a readable JSON config ({' '.join(str(exc).split())})") from None
+    cfg = read_json_file(path, "model", MAX_CONFIG_BYTES)
     if not isinstance(cfg, dict):
         raise SpecsimError("model", str(path), "config.json must hold a JSON object")
     # multimodal wrappers (Kimi-K2.5, Qwen-VL) keep the language model in text_config
-    if "text_config" in cfg and isinstance(cfg["text_config"], dict) and cfg.get("model_type") not in SUPPORTED_MODEL_TYPES:
-        merged = dict(cfg["text_config"])
+    tc = cfg.get("text_config")
+    if isinstance(tc, dict) and (cfg.get("model_type") not in SUPPORTED_MODEL_TYPES or "hidden_size" not in cfg):
+        merged = dict(tc)
         if not merged.get("quantization_config"):
             merged["quantization_config"] = cfg.get("quantization_config")
+        if merged.get("model_type") not in SUPPORTED_MODEL_TYPES and cfg.get("model_type") in SUPPORTED_MODEL_TYPES:
+            merged["model_type"] = cfg["model_type"]
         cfg = merged
-    return cfg
+    return cfg, path
 
 
 def _dtypes(cfg: dict, is_moe: bool) -> WeightDtypes:
     q = cfg.get("quantization_config") or {}
+    if not isinstance(q, dict):
+        return WeightDtypes()
     method = str(q.get("quant_method", "")).lower()
     if method == "fp8" or q.get("fmt") == "e4m3":
         return WeightDtypes(attention="fp8", dense_mlp="fp8", shared_experts="fp8", routed_experts="fp8")
     if method in ("compressed-tensors", "awq", "gptq", "marlin"):
         bits = q.get("bits") or q.get("w_bit")
-        for group in (q.get("config_groups") or {}).values():
-            bits = bits or (group.get("weights") or {}).get("num_bits")
-        if bits == 4:
-            ignore = " ".join(q.get("ignore") or [])
+        groups = q.get("config_groups") or {}
+        for group in (groups.values() if isinstance(groups, dict) else []):
+            if isinstance(group, dict) and isinstance(group.get("weights"), dict):
+                bits = bits or group["weights"].get("num_bits")
+        if bits == 4 and not isinstance(bits, bool):
+            ignore_list = q.get("ignore") or []
+            ignore = " ".join(str(x) for x in ignore_list) if isinstance(ignore_list, list) else ""
             attn = "bf16" if "self_attn" in ignore or not ignore else "int4"
             shared = "bf16" if "shared_expert" in ignore else "int4"
             return WeightDtypes(attention=attn, dense_mlp=attn, shared_experts=shared, routed_experts="int4")
-        if bits == 8:
+        if bits == 8 and not isinstance(bits, bool):
             return WeightDtypes(attention="int8", dense_mlp="int8", shared_experts="int8", routed_experts="int8")
     return WeightDtypes()
 
 
-def _need(cfg: dict, key: str, path: Path):
-    if key not in cfg or cfg[key] is None:
-        raise SpecsimError("model", str(path), f"config.json lacks '{key}', needed for model_type {cfg.get('model_type')!r}")
-    return cfg[key]
+class _Cfg:
+    """Typed access to a config dict; every error names the key."""
+
+    def __init__(self, cfg: dict, path: Path):
+        self.cfg, self.path = cfg, path
+        self.mt = cfg.get("model_type")
+
+    def _field(self, key: str) -> str:
+        return f"model {self.path.name}: {key}"
+
+    def int(self, key: str, default: int | None = None, *, required: bool = False, zero_is_none: bool = False):
+        v = self.cfg.get(key)
+        if v is None or (zero_is_none and v == 0 and not isinstance(v, bool)):
+            if required:
+                raise SpecsimError(self._field(key), None,
+                                   f"missing; config.json needs '{key}' for model_type {self.mt!r}", show_value=False)
+            return default
+        lo, hi = _RANGES.get(key, (0, 10**9))
+        if isinstance(v, bool) or not isinstance(v, (int, float)):
+            raise SpecsimError(self._field(key), v, f"allowed: an integer in [{lo}, {hi}]")
+        if isinstance(v, float):
+            if v != v or v in (float("inf"), float("-inf")):
+                raise SpecsimError(self._field(key), v, "allowed: a finite integer")
+            if not v.is_integer():
+                raise SpecsimError(self._field(key), v, f"allowed: an integer in [{lo}, {hi}] (no fractional part)")
+            v = int(v)
+        if not lo <= v <= hi:
+            raise SpecsimError(self._field(key), v, f"allowed: an integer in [{lo}, {hi}]")
+        return v
+
+    def need(self, key: str) -> int:
+        return self.int(key, required=True)
+
+    def experts(self) -> int:
+        for key in _EXPERT_KEYS:
+            if self.cfg.get(key) is not None:
+                return self.need(key)
+        raise SpecsimError(self._field("num_experts"), None,
+                           f"missing; config.json needs one of {', '.join(_EXPERT_KEYS)} for model_type {self.mt!r}",
+                           show_value=False)
+
+    def routing(self) -> dict:
+        """num_experts and experts_per_token of a MoE config, checked against each other."""
+        e, k = self.experts(), self.need("num_experts_per_tok")
+        if k > e:
+            raise SpecsimError(self._field("num_experts_per_tok"), k, f"allowed: at most the {e} routed experts")
+        return {"num_experts": e, "experts_per_token": k}
 
 
 def load_hf_config(path_like: str | Path) -> tuple[TargetModel, DraftModel]:
     """Target architecture and a target-shaped EAGLE-3 head from a Hugging Face config.json."""
     from pydantic import ValidationError
 
+    from ..errors import from_validation_error
+
+    path = Path(path_like)
     try:
-        return _load(Path(path_like))
+        return _load(path)
     except SpecsimError:
         raise
     except ValidationError as exc:
-        err = exc.errors()[0]
-        loc = ".".join(str(x) for x in err["loc"])
-        raise SpecsimError("model", str(path_like), f"config.json gives an invalid {loc}: {err['msg']}") from None
-    except (TypeError, ValueError, KeyError) as exc:
+        raise from_validation_error(exc, f"model {path.name}") from None
+    except (TypeError, ValueError, KeyError, AttributeError, OverflowError) as exc:
         raise SpecsimError("model", str(path_like), f"config.json has an unusable value ({' '.join(str(exc).split())})") from None
 
 
 def _load(path: Path) -> tuple[TargetModel, DraftModel]:
-    cfg = _read(path)
-    mt = cfg.get("model_type")
+    raw, path = _read(path)
+    c = _Cfg(raw, path)
+    mt = c.mt
     if mt not in SUPPORTED_MODEL_TYPES:
-        raise SpecsimError("model_type", mt, f"supported: {', '.join(SUPPORTED_MODEL_TYPES)}")
-    h = int(_need(cfg, "hidden_size", path))
-    layers = int(_need(cfg, "num_hidden_layers", path))
-    heads = int(_need(cfg, "num_attention_heads", path))
-    kv = int(cfg.get("num_key_value_heads") or heads)
-    head_dim = int(cfg.get("head_dim") or h // heads)
-    vocab = int(_need(cfg, "vocab_size", path))
-    inter = int(cfg.get("intermediate_size") or 4 * h)
+        raise SpecsimError(f"model {path.name}: model_type", mt, f"supported: {', '.join(SUPPORTED_MODEL_TYPES)}")
+    h = c.need("hidden_size")
+    layers = c.need("num_hidden_layers")
+    heads = c.need("num_attention_heads")
+    kv = c.int("num_key_value_heads", heads)
+    head_dim = c.int("head_dim")
+    vocab = c.need("vocab_size")
+    inter = c.int("intermediate_size", 4 * h)
+    if kv > heads or heads % kv:
+        raise SpecsimError(c._field("num_key_value_heads"), kv,
+                           f"allowed: a divisor of num_attention_heads={heads}")
     moe = None
     dense_layers = layers
     if mt in ("deepseek_v3", "kimi_k2"):
+        v_head = c.int("v_head_dim", 128)
         att = Attention(
-            kind="mla", num_heads=heads, num_kv_heads=heads, head_dim=int(cfg.get("v_head_dim", 128)),
-            q_lora_rank=cfg.get("q_lora_rank"), kv_lora_rank=int(cfg.get("kv_lora_rank", 512)),
-            qk_nope_head_dim=int(cfg.get("qk_nope_head_dim", 128)), qk_rope_head_dim=int(cfg.get("qk_rope_head_dim", 64)),
-            v_head_dim=int(cfg.get("v_head_dim", 128)),
+            kind="mla", num_heads=heads, num_kv_heads=heads, head_dim=v_head,
+            q_lora_rank=c.int("q_lora_rank", zero_is_none=True), kv_lora_rank=c.int("kv_lora_rank", 512),
+            qk_nope_head_dim=c.int("qk_nope_head_dim", 128), qk_rope_head_dim=c.int("qk_rope_head_dim", 64),
+            v_head_dim=v_head,
         )
+        e_inter = c.need("moe_intermediate_size")
         moe = MoE(
-            num_experts=int(_need(cfg, "n_routed_experts", path)), experts_per_token=int(_need(cfg, "num_experts_per_tok", path)),
-            expert_intermediate=int(_need(cfg, "moe_intermediate_size", path)),
-            num_shared_experts=int(cfg.get("n_shared_experts") or 0), shared_intermediate=int(cfg["moe_intermediate_size"]),
+            **c.routing(), expert_intermediate=e_inter,
+            num_shared_experts=c.int("n_shared_experts", 0) or 0, shared_intermediate=e_inter,
         )
-        dense_layers = int(cfg.get("first_k_dense_replace", 0))
+        dense_layers = c.int("first_k_dense_replace", 0)
     else:
+        if head_dim is None:
+            if h % heads:
+                raise SpecsimError(c._field("hidden_size"), h,
+                                   f"allowed: a multiple of num_attention_heads={heads} (or give head_dim)")
+            head_dim = h // heads
         att = Attention(kind="gqa", num_heads=heads, num_kv_heads=kv, head_dim=head_dim)
         if mt == "qwen3_moe":
-            moe = MoE(
-                num_experts=int(_need(cfg, "num_experts", path)), experts_per_token=int(_need(cfg, "num_experts_per_tok", path)),
-                expert_intermediate=int(_need(cfg, "moe_intermediate_size", path)),
-            )
-            dense_layers = len(cfg.get("mlp_only_layers") or [])
+            moe = MoE(**c.routing(), expert_intermediate=c.need("moe_intermediate_size"))
+            mlp_only = raw.get("mlp_only_layers") or []
+            if not isinstance(mlp_only, list):
+                raise SpecsimError(c._field("mlp_only_layers"), mlp_only, "allowed: a list of layer indices")
+            dense_layers = len(mlp_only)
         elif mt == "mixtral":
-            moe = MoE(
-                num_experts=int(_need(cfg, "num_local_experts", path)), experts_per_token=int(_need(cfg, "num_experts_per_tok", path)),
-                expert_intermediate=inter,
-            )
+            moe = MoE(**c.routing(), expert_intermediate=inter)
             dense_layers = 0
-    name = str(cfg.get("_name_or_path") or path.stem)
+    if moe is not None:
+        if dense_layers > layers:
+            raise SpecsimError(c._field("first_k_dense_replace" if mt in ("deepseek_v3", "kimi_k2") else "mlp_only_layers"),
+                               dense_layers, f"allowed: at most num_hidden_layers={layers}")
+    name = raw.get("_name_or_path")
+    name = str(name) if isinstance(name, str) and name.strip() else path.parent.name or path.stem
     src = {"architecture": f"Hugging Face config.json at {path}"}
     target = TargetModel(
         name=name, num_layers=layers, num_dense_layers=dense_layers if moe else layers, hidden=h,
-        intermediate=inter, vocab=vocab, attention=att, moe=moe, dtypes=_dtypes(cfg, moe is not None), sources=src,
+        intermediate=inter, vocab=vocab, attention=att, moe=moe, dtypes=_dtypes(raw, moe is not None), sources=src,
     )
     draft = DraftModel(
         name=f"EAGLE-3 head for {name}", hidden=h, intermediate=inter if mt != "qwen3_moe" else max(inter, 3 * h),

@@ -14,9 +14,16 @@ Recognised per line (a file may mix formats):
 
 Every line lands in exactly one bucket: parsed (gave at least one record), skipped (looked like a
 known format but was truncated / corrupt / out of range, or was unrecognised JSON) or ignored
-(anything else, including the side-information lines), so
-``lines_total == parsed lines + lines_skipped + lines_ignored``. Parsing never raises except
-:class:`IngestError` (missing / unreadable file, or nothing usable at all).
+(anything else, including the side-information lines) or idle (an SGLang ``Decode batch`` line
+of an idle scheduler or a warm-up window, dropped and counted in ``lines_idle``), so
+``lines_total == parsed lines + lines_skipped + lines_ignored + lines_idle``. Parsing never
+raises except :class:`IngestError` (missing / unreadable file, or nothing usable at all).
+
+Bounded work: files are streamed in 4 MiB blocks (a line longer than 1 MiB counts as one
+skipped line), summaries are running statistics, and at most ``MAX_STORED_RECORDS`` records of
+each kind are kept as objects, so memory does not grow with the length of a log. A common
+``Decode batch`` layout is matched by one regular expression (fast path); every other line
+takes the general parser.
 """
 
 from __future__ import annotations
@@ -25,11 +32,15 @@ import itertools
 import json
 import math
 import os
+import random
 import re
+import stat as stat_mod
 import statistics
-from collections import Counter, defaultdict
+from collections import Counter
 from dataclasses import asdict, dataclass, field
 from typing import Any
+
+from .safe_read import LONG_LINE
 
 __all__ = [
     "BenchRecord",
@@ -127,19 +138,23 @@ class VllmSpecRecord:
 
 
 # --------------------------------------------------------------------------------------------
-# Result
+# Result: running statistics (memory independent of the log's length)
 # --------------------------------------------------------------------------------------------
 
+MAX_STORED_RECORDS = 10_000  # records of each kind kept as objects (decode, capture, bench, vLLM)
+MAX_GROUPS = 20_000  # summary groups (source, steps, topk, draft tokens, batch)
+MEDIAN_SAMPLE = 10_000  # cycle times kept per group for the median (a uniform sample beyond)
+WARMUP_FACTOR = 8.0  # a decode line this many times slower than its group's typical is warm-up
+IDLE_GAP_S = 30.0  # a decode line after a gap this long, far slower than the line before, is idle
+_BINS_PER_OCTAVE = 8
+_ZERO_BIN = -(10**9)
 
-def _mean(xs: list[float]) -> float | None:
-    return statistics.fmean(xs) if xs else None
+# per-bin statistics: index names
+_N, _ACC_S, _ACC_N, _TOK_S, _TOK_N, _PR_S, _PR_N, _CYC_S, _CYC_N, _BASE_N, _WACC_S, _W_S = range(12)
 
 
-def _wmean(pairs: list[tuple[float, float]]) -> float | None:
-    total_w = sum(w for _, w in pairs)
-    if not pairs or total_w <= 0:
-        return None
-    return sum(v * w for v, w in pairs) / total_w
+def _new_stats() -> list[float]:
+    return [0, 0.0, 0, 0.0, 0, 0.0, 0, 0.0, 0, 0, 0.0, 0.0]
 
 
 def _sort_key(key: tuple[Any, ...]) -> tuple[Any, ...]:
@@ -157,31 +172,75 @@ def _conditional_rates(uncond: list[float]) -> tuple[float, ...]:
     return tuple(out)
 
 
-def _mean_conditional_rates(records: list[VllmSpecRecord]) -> tuple[float, ...] | None:
-    """Drafts-weighted mean of unconditional per-position rates, then made conditional.
+class _RateAcc:
+    """Running drafts-weighted (and unweighted) sums of vLLM per-position rates, per length."""
 
-    Only records with the most common number of positions are used.
-    """
-    with_rates = [r for r in records if r.per_position_rates]
-    if not with_rates:
-        return None
-    length = Counter(len(r.per_position_rates or ()) for r in with_rates).most_common(1)[0][0]
-    group = [r for r in with_rates if len(r.per_position_rates or ()) == length]
-    if all(r.drafted_tokens for r in group):
-        weights = [float(r.drafted_tokens or 0) for r in group]
-    else:
-        weights = [1.0] * len(group)
-    total = sum(weights)
-    uncond = [
-        sum(w * (r.per_position_rates or ())[i] for r, w in zip(group, weights, strict=True)) / total
-        for i in range(length)
-    ]
-    return _conditional_rates(uncond)
+    __slots__ = ("by_len",)
+
+    def __init__(self) -> None:
+        # length -> [count, all have drafted tokens, sum w, sum w*u (list), sum u (list)]
+        self.by_len: dict[int, list[Any]] = {}
+
+    def add(self, rec: VllmSpecRecord) -> None:
+        rates = rec.per_position_rates
+        if not rates:
+            return
+        n = len(rates)
+        acc = self.by_len.get(n)
+        if acc is None:
+            acc = self.by_len[n] = [0, True, 0.0, [0.0] * n, [0.0] * n]
+        acc[0] += 1
+        w = float(rec.drafted_tokens or 0)
+        if not rec.drafted_tokens:
+            acc[1] = False
+        acc[2] += w
+        sw, su = acc[3], acc[4]
+        for i, u in enumerate(rates):
+            sw[i] += w * u
+            su[i] += u
+
+    def conditional(self) -> tuple[float, ...] | None:
+        """Mean unconditional rates of the most common length (drafts-weighted when every record
+        gives its drafted tokens), made conditional."""
+        if not self.by_len:
+            return None
+        best = max(self.by_len.values(), key=lambda a: a[0])  # first of the most common
+        count, all_drafted, wsum, sw, su = best
+        if all_drafted and wsum > 0:
+            uncond = [x / wsum for x in sw]
+        else:
+            uncond = [x / count for x in su]
+        return _conditional_rates(uncond)
+
+
+class _Group:
+    """Running statistics of one summary group, split by throughput bin (for warm-up removal)."""
+
+    __slots__ = ("bins", "sample", "seen", "rates")
+
+    def __init__(self) -> None:
+        self.bins: dict[int, list[float]] = {}
+        self.sample: list[tuple[int, float]] = []  # (bin, cycle_ms)
+        self.seen = 0
+        self.rates: _RateAcc | None = None
+
+
+def _tput_bin(tok_s: float) -> int:
+    return int(math.floor(math.log2(tok_s) * _BINS_PER_OCTAVE)) if tok_s > 0 else _ZERO_BIN
 
 
 @dataclass
 class IngestResult:
-    """Everything parsed from one or more files (see module docstring for line accounting)."""
+    """Everything parsed from one or more files (see module docstring for line accounting).
+
+    ``decode`` / ``captures`` / ``bench`` / ``vllm`` hold the first
+    :data:`MAX_STORED_RECORDS` records of each kind (without the dropped idle / warm-up decode
+    lines); :meth:`summary`, :meth:`mean_accept_length`, :meth:`acceptance_rates` and
+    ``formats`` cover every record, from running statistics. ``lines_idle`` counts the SGLang
+    ``Decode batch`` records dropped as idle or warm-up (``#running-req: 0``; throughput below
+    1/:data:`WARMUP_FACTOR` of the group's typical; or the first line after a gap of more than
+    :data:`IDLE_GAP_S` s that is that much slower than the line before it).
+    """
 
     files: list[str]
     formats: dict[str, int]  # detected format -> number of parsed records
@@ -194,128 +253,69 @@ class IngestResult:
     lines_ignored: int
     overlap_scheduler: bool | None
     spec_config: dict | None  # {"steps", "topk", "num_draft_tokens"} from server args, or None
+    lines_idle: int = 0
+    records_not_stored: int = 0
     # spec config in force (per file, at that line) for each entry of ``decode``
     _decode_spec: list[dict | None] = field(default_factory=list, repr=False, compare=False)
+    _groups: dict[tuple[Any, ...], _Group] = field(default_factory=dict, repr=False, compare=False)
+    _kept_bins: dict[tuple[Any, ...], set[int]] = field(default_factory=dict, repr=False, compare=False)
+    _rates: _RateAcc = field(default_factory=_RateAcc, repr=False, compare=False)
 
     # ---- derived views -------------------------------------------------------------------
 
     def _points(self) -> list[dict[str, Any]]:
-        """One normalised dict per decode / bench / vLLM record (captures excluded)."""
+        """One normalised dict per stored decode / bench / vLLM record (captures excluded)."""
         pts: list[dict[str, Any]] = []
         aligned = len(self._decode_spec) == len(self.decode)
         for i, d in enumerate(self.decode):
-            cfg = (self._decode_spec[i] if aligned else self.spec_config) or {}
-            acc = d.accept_length
-            if acc is None:  # no "accept len": the server ran without speculation
-                cfg = {"steps": 0, "topk": 0, "num_draft_tokens": 0}
-            steps = cfg.get("steps")
-            baseline = acc is None or steps == 0
-            eff_acc = acc if acc is not None else 1.0
-            cycle = None
-            if d.gen_throughput_tok_s > 0 and d.running_req > 0:
-                cycle = 1000.0 * eff_acc * d.running_req / d.gen_throughput_tok_s
-            pts.append({
-                "source": "decode",
-                "steps": steps,
-                "topk": cfg.get("topk"),
-                "num_draft_tokens": cfg.get("num_draft_tokens"),
-                "batch": d.running_req,
-                "accept_length": eff_acc,
-                "cycle_ms": cycle,
-                "tok_s": d.gen_throughput_tok_s,
-                "tok_s_per_req": (d.gen_throughput_tok_s / d.running_req
-                                  if d.running_req > 0 else None),
-                "baseline": baseline,
-                "cuda_graph": d.cuda_graph,
-                "weight": float(max(d.running_req, 1)),
-                "rates": None,
-            })
-        for b in self.bench:
-            if b.source == "bench_speculative":
-                baseline = b.steps == 0 or (b.steps is None and not b.num_draft_tokens)
-                tok_s = (b.speed_tok_s * b.batch_size
-                         if b.speed_tok_s is not None and b.batch_size else None)
-                per_req = b.speed_tok_s
-                cycle = b.step_time_ms
-                acc = b.accept_length if b.accept_length is not None else (
-                    1.0 if baseline else None)
-            else:
-                baseline = b.steps == 0 if b.steps is not None else b.accept_length is None
-                tok_s = b.output_throughput_tok_s
-                per_req = (tok_s / b.batch_size if tok_s is not None and b.batch_size else None)
-                cycle = b.median_itl_ms if b.median_itl_ms else None
-                acc = b.accept_length if b.accept_length is not None else (
-                    1.0 if baseline else None)
-            pts.append({
-                "source": b.source,
-                "steps": b.steps,
-                "topk": b.topk,
-                "num_draft_tokens": b.num_draft_tokens,
-                "batch": b.batch_size,
-                "accept_length": acc,
-                "cycle_ms": cycle,
-                "tok_s": tok_s,
-                "tok_s_per_req": per_req,
-                "baseline": baseline,
-                "cuda_graph": None,
-                "weight": 1.0,
-                "rates": None,
-            })
-        for v in self.vllm:
-            weight = 1.0
-            if v.drafted_tokens and v.num_spec_tokens:
-                weight = v.drafted_tokens / v.num_spec_tokens
-            pts.append({
-                "source": "vllm",
-                "steps": v.num_spec_tokens,
-                "topk": None,
-                "num_draft_tokens": None,
-                "batch": None,
-                "accept_length": v.mean_acceptance_length,
-                "cycle_ms": None,
-                "tok_s": None,
-                "tok_s_per_req": None,
-                "baseline": False,
-                "cuda_graph": None,
-                "weight": weight,
-                "rates": v,
-            })
+            pts.append(_decode_point(d, (self._decode_spec[i] if aligned else self.spec_config) or {}))
+        pts.extend(_bench_point(b) for b in self.bench)
+        pts.extend(_vllm_point(v) for v in self.vllm)
         return pts
 
+    def _kept(self, key: tuple[Any, ...]) -> list[list[float]]:
+        g = self._groups[key]
+        keep = self._kept_bins.get(key)
+        return [st for b, st in g.bins.items() if keep is None or b in keep]
+
     def summary(self) -> list[dict]:
-        """Group records per (source, steps, topk, num_draft_tokens, batch).
+        """Group records per (source, steps, topk, num_draft_tokens, batch), over every record.
 
         Each row: ``n``, ``accept_length_mean``, ``tok_s_mean`` (aggregate over the batch),
         ``tok_s_per_req_mean``, ``cycle_ms_mean`` / ``cycle_ms_median`` (bench_speculative
         ``step_time``; bench_serving ``median_itl_ms``; decode logs
-        ``1000 * accept_len * running_req / gen_throughput``) and ``per_position_rates``
-        (conditional, vLLM groups only). vLLM groups use ``steps = num_spec_tokens``.
-        Decode-log steps/topk/num_draft_tokens come from the server args seen in the log.
+        ``1000 * accept_len * running_req / gen_throughput``; the median is exact up to
+        :data:`MEDIAN_SAMPLE` values per group, else over a uniform sample of that size) and
+        ``per_position_rates`` (conditional, vLLM groups only). vLLM groups use
+        ``steps = num_spec_tokens``. Decode-log steps/topk/num_draft_tokens come from the server
+        args seen in the log. Idle / warm-up decode lines are not included.
         """
-        groups: dict[tuple[Any, ...], list[dict[str, Any]]] = defaultdict(list)
-        for p in self._points():
-            key = (p["source"], p["steps"], p["topk"], p["num_draft_tokens"], p["batch"])
-            groups[key].append(p)
         rows: list[dict] = []
-        for key in sorted(groups, key=_sort_key):
-            pts = groups[key]
-            cycles = [p["cycle_ms"] for p in pts if p["cycle_ms"] is not None]
-            vrecs = [p["rates"] for p in pts if p["rates"] is not None]
-            rates = _mean_conditional_rates(vrecs) if vrecs else None
+        for key in sorted(self._groups, key=_sort_key):
+            stats = self._kept(key)
+            n = int(sum(st[_N] for st in stats))
+            if n == 0:
+                continue
+            tot = _new_stats()
+            for st in stats:
+                for i in range(len(tot)):
+                    tot[i] += st[i]
+            keep = self._kept_bins.get(key)
+            g = self._groups[key]
+            cycles = sorted(c for b, c in g.sample if keep is None or b in keep)
+            rates = g.rates.conditional() if g.rates is not None else None
             rows.append({
                 "source": key[0],
                 "steps": key[1],
                 "topk": key[2],
                 "num_draft_tokens": key[3],
                 "batch": key[4],
-                "n": len(pts),
-                "baseline": all(p["baseline"] for p in pts),
-                "accept_length_mean": _mean(
-                    [p["accept_length"] for p in pts if p["accept_length"] is not None]),
-                "tok_s_mean": _mean([p["tok_s"] for p in pts if p["tok_s"] is not None]),
-                "tok_s_per_req_mean": _mean(
-                    [p["tok_s_per_req"] for p in pts if p["tok_s_per_req"] is not None]),
-                "cycle_ms_mean": _mean(cycles),
+                "n": n,
+                "baseline": tot[_BASE_N] == n,
+                "accept_length_mean": tot[_ACC_S] / tot[_ACC_N] if tot[_ACC_N] else None,
+                "tok_s_mean": tot[_TOK_S] / tot[_TOK_N] if tot[_TOK_N] else None,
+                "tok_s_per_req_mean": tot[_PR_S] / tot[_PR_N] if tot[_PR_N] else None,
+                "cycle_ms_mean": tot[_CYC_S] / tot[_CYC_N] if tot[_CYC_N] else None,
                 "cycle_ms_median": statistics.median(cycles) if cycles else None,
                 "per_position_rates": list(rates) if rates is not None else None,
             })
@@ -330,7 +330,7 @@ class IngestResult:
         positions only) and converted to ``c_0 = u_0``, ``c_i = u_i / u_{i-1}`` (0 if
         ``u_{i-1} == 0``), i.e. P(position i accepted | positions < i accepted).
         """
-        return _mean_conditional_rates(self.vllm)
+        return self._rates.conditional()
 
     def mean_accept_length(self) -> float | None:
         """Weighted mean accept length over all non-baseline records that carry one.
@@ -338,15 +338,15 @@ class IngestResult:
         Weights are the request-verifications a record stands for where the log gives them
         (decode lines: ``#running-req``; vLLM: number of drafts), else 1.
         """
-        pairs = [
-            (p["accept_length"], p["weight"])
-            for p in self._points()
-            if p["accept_length"] is not None and not p["baseline"]
-        ]
-        return _wmean(pairs)
+        num = den = 0.0
+        for key in self._groups:
+            for st in self._kept(key):
+                num += st[_WACC_S]
+                den += st[_W_S]
+        return num / den if den > 0 else None
 
     def cycle_points(self) -> list[dict]:
-        """Calibration points with a known cycle time, one per decode / bench record.
+        """Calibration points with a known cycle time, one per stored decode / bench record.
 
         Keys: steps, topk, num_draft_tokens, batch, accept_length, cycle_ms, tok_s (aggregate
         tokens/s; bench_speculative: ``speed * batch_size``), baseline, plus source,
@@ -355,9 +355,8 @@ class IngestResult:
         ``baseline`` marks a plain decode step without speculation (accept_length 1.0):
         bench lines with ``steps == 0`` (or steps and num_draft_tokens missing/0), bench_serving
         lines without server_info and without accept_length, and decode lines without
-        ``accept len`` (reported with steps = topk = num_draft_tokens = 0). Decode-log points
-        include any prefill time that fell into the logging window (the first window after
-        idle is huge); filter on ``source`` if that matters.
+        ``accept len`` (reported with steps = topk = num_draft_tokens = 0). Idle and warm-up
+        decode lines (see the class docstring) are already dropped.
         """
         out: list[dict] = []
         for p in self._points():
@@ -382,6 +381,8 @@ class IngestResult:
             "lines_total": self.lines_total,
             "lines_skipped": self.lines_skipped,
             "lines_ignored": self.lines_ignored,
+            "lines_idle": self.lines_idle,
+            "records_not_stored": self.records_not_stored,
             "overlap_scheduler": self.overlap_scheduler,
             "spec_config": dict(self.spec_config) if self.spec_config else None,
             "decode": [rec(r) for r in self.decode],
@@ -393,6 +394,82 @@ class IngestResult:
             "acceptance_rates": list(rates) if rates is not None else None,
             "mean_accept_length": self.mean_accept_length(),
         }
+
+
+def _decode_point(d: DecodeRecord, cfg: dict) -> dict[str, Any]:
+    acc = d.accept_length
+    if acc is None:  # no "accept len": the server ran without speculation
+        cfg = {"steps": 0, "topk": 0, "num_draft_tokens": 0}
+    steps = cfg.get("steps")
+    eff_acc = acc if acc is not None else 1.0
+    cycle = None
+    if d.gen_throughput_tok_s > 0 and d.running_req > 0:
+        cycle = 1000.0 * eff_acc * d.running_req / d.gen_throughput_tok_s
+    return {
+        "source": "decode",
+        "steps": steps,
+        "topk": cfg.get("topk"),
+        "num_draft_tokens": cfg.get("num_draft_tokens"),
+        "batch": d.running_req,
+        "accept_length": eff_acc,
+        "cycle_ms": cycle,
+        "tok_s": d.gen_throughput_tok_s,
+        "tok_s_per_req": d.gen_throughput_tok_s / d.running_req if d.running_req > 0 else None,
+        "baseline": acc is None or steps == 0,
+        "cuda_graph": d.cuda_graph,
+        "weight": float(max(d.running_req, 1)),
+        "rates": None,
+    }
+
+
+def _bench_point(b: BenchRecord) -> dict[str, Any]:
+    if b.source == "bench_speculative":
+        baseline = b.steps == 0 or (b.steps is None and not b.num_draft_tokens)
+        tok_s = b.speed_tok_s * b.batch_size if b.speed_tok_s is not None and b.batch_size else None
+        per_req = b.speed_tok_s
+        cycle = b.step_time_ms
+    else:
+        baseline = b.steps == 0 if b.steps is not None else b.accept_length is None
+        tok_s = b.output_throughput_tok_s
+        per_req = tok_s / b.batch_size if tok_s is not None and b.batch_size else None
+        cycle = b.median_itl_ms if b.median_itl_ms else None
+    acc = b.accept_length if b.accept_length is not None else (1.0 if baseline else None)
+    return {
+        "source": b.source,
+        "steps": b.steps,
+        "topk": b.topk,
+        "num_draft_tokens": b.num_draft_tokens,
+        "batch": b.batch_size,
+        "accept_length": acc,
+        "cycle_ms": cycle,
+        "tok_s": tok_s,
+        "tok_s_per_req": per_req,
+        "baseline": baseline,
+        "cuda_graph": None,
+        "weight": 1.0,
+        "rates": None,
+    }
+
+
+def _vllm_point(v: VllmSpecRecord) -> dict[str, Any]:
+    weight = 1.0
+    if v.drafted_tokens and v.num_spec_tokens:
+        weight = v.drafted_tokens / v.num_spec_tokens
+    return {
+        "source": "vllm",
+        "steps": v.num_spec_tokens,
+        "topk": None,
+        "num_draft_tokens": None,
+        "batch": None,
+        "accept_length": v.mean_acceptance_length,
+        "cycle_ms": None,
+        "tok_s": None,
+        "tok_s_per_req": None,
+        "baseline": False,
+        "cuda_graph": None,
+        "weight": weight,
+        "rates": v,
+    }
 
 
 # --------------------------------------------------------------------------------------------
@@ -871,13 +948,37 @@ def _overlap_from_line(line: str) -> bool | None:
 # Tests set this to surface parser bugs that ``_State.feed`` would otherwise count as skipped.
 _RAISE_INTERNAL_ERRORS = False
 
+_UF = r"[0-9]+(?:\.[0-9]+)?"  # unsigned float (lengths checked where they matter)
+# The common Decode batch layout with a ``[timestamp ...]`` prefix, as one whole-line match;
+# anything else (other prefixes, extra fields, glued records, odd values) takes the general
+# parser, which gives the same record.
+_FAST_DECODE_RE = re.compile(
+    r"\[(" + _TS + r")([^\]]{0,200})\] Decode batch(?: \[([0-9]{1,18})\])?([.,]) #running-req: ([0-9]{1,18}), "
+    r"#token: [0-9]{1,18}, token usage: " + _UF + r", (?:accept len: (" + _UF + r"), )?(?:accept rate: (" + _UF
+    + r"), )?(?:(?:cuda|cpu|npu|musa) graph: (True|False), )?gen throughput \(token/s\): ([0-9]{1,15}(?:\.[0-9]{1,12})?), "
+    r"#queue-req: ([0-9]{1,18})(,?) ?$", _A)
+
+
+def _ts_seconds(ts: str, _ord: dict[str, int] = {}) -> float | None:  # noqa: B006 - a cache
+    try:
+        day = _ord.get(ts[:10])
+        if day is None:
+            import datetime
+
+            day = datetime.date(int(ts[:4]), int(ts[5:7]), int(ts[8:10])).toordinal()
+            if len(_ord) > 1024:
+                _ord.clear()
+            _ord[ts[:10]] = day
+        return day * 86400.0 + int(ts[11:13]) * 3600 + int(ts[14:16]) * 60 + float(ts[17:].replace(",", "."))
+    except ValueError:
+        return None
+
 
 class _State:
-    """Accumulates records and counters across lines and files."""
+    """Accumulates running statistics, a bounded set of records and counters across lines."""
 
     def __init__(self) -> None:
-        self.decode: list[DecodeRecord] = []
-        self.decode_spec: list[dict | None] = []
+        self.decode_store: list[tuple[DecodeRecord, dict | None, tuple[Any, ...], int]] = []
         self.captures: list[CaptureRecord] = []
         self.bench: list[BenchRecord] = []
         self.vllm: list[VllmSpecRecord] = []
@@ -885,16 +986,63 @@ class _State:
         self.lines_total = 0
         self.lines_skipped = 0
         self.lines_ignored = 0
+        self.idle = 0
+        self.not_stored = 0
+        self.groups: dict[tuple[Any, ...], _Group] = {}
+        self.rates = _RateAcc()
         self.overlap_explicit: bool | None = None
         self.overlap_from_args: bool | None = None
         self.spec_config: dict | None = None
         self.cur_spec: dict | None = None  # per file
+        self.prev_decode: tuple[str, float] | None = None  # per file: (timestamp, tok/s per request)
+        self._rng = random.Random(0x5EC5)
+
+    def new_file(self) -> None:
+        self.cur_spec = None
+        self.prev_decode = None
+
+    # -- many lines (the hot loop) -------------------------------------------------------------
+
+    def feed_many(self, lines: list[str]) -> None:
+        fast = _FAST_DECODE_RE.match
+        add = self._add_decode
+        for line in lines:
+            if line.startswith("[") and "Decode batch" in line:
+                m = fast(line)
+                if m is not None:
+                    ts, rest, it, sep, running, acc, rate, graph, gen, queue, comma = m.groups()
+                    acc_v = float(acc) if acc is not None else None
+                    rate_v = float(rate) if rate is not None else None
+                    if ((acc_v is None or (1.0 <= acc_v <= 1e4 and len(acc) < 29))
+                            and (rate_v is None or (rate_v <= 1.0 and len(rate) < 29))):
+                        g = None if graph is None else graph == "True"
+                        if sep == "," or it is not None:
+                            hint = "newest"
+                        elif rate_v is not None:
+                            hint = "v0.5.3"
+                        elif g is None:
+                            hint = "v0.4.3"
+                        elif comma:
+                            hint = "v0.5.3"
+                        else:
+                            hint = "v0.4.6"
+                        tp = None
+                        if "TP" in rest:
+                            tm = _TP_RE.search(rest)
+                            tp = int(tm.group(1)) if tm else None
+                        self.lines_total += 1
+                        add(int(running), acc_v, rate_v, g, float(gen), int(queue), ts, tp, hint, None)
+                        continue
+            self.feed(line)
 
     # -- one line ---------------------------------------------------------------------------
 
     def feed(self, raw: str) -> None:
         self.lines_total += 1
         line = raw.rstrip("\r\n")
+        if line == LONG_LINE:
+            self.lines_skipped += 1
+            return
         try:
             outcome = self._line(line)
         except Exception:  # defensive: a parser bug must never escape to the caller
@@ -919,8 +1067,7 @@ class _State:
                 rec = _parse_bench_json(obj)
             except _Corrupt:
                 return "skipped"
-            self.bench.append(rec)
-            self.formats[rec.source] += 1
+            self._add_bench(rec)
             return "parsed"
         if "Decode batch" in line:
             return self._decode_line(line)
@@ -928,9 +1075,10 @@ class _State:
             m = _CAPTURE_RE.search(line)
             if m:
                 try:
-                    self.captures.append(_parse_capture(m, line))
+                    cap = _parse_capture(m, line)
                 except _Corrupt:
                     return "skipped"
+                self._store(self.captures, cap)
                 self.formats["sglang_capture"] += 1
                 return "parsed"
         for mark, parser, fmt in ((_VLLM_V1_MARK, _parse_vllm_v1, "vllm_spec_v1"),
@@ -943,7 +1091,7 @@ class _State:
                     return "skipped"
                 if vrec is None:
                     return "ignored"
-                self.vllm.append(vrec)
+                self._add_vllm(vrec)
                 self.formats[fmt] += 1
                 return "parsed"
         self._side_info(line)
@@ -952,7 +1100,7 @@ class _State:
     def _decode_line(self, line: str) -> str:
         """Parse every ``Decode batch`` record on the line (two may be glued together)."""
         starts = [m.start() for m in re.finditer("Decode batch", line)]
-        got = bad = 0
+        got = bad = idle = 0
         prefix = line[:starts[0]]
         for i, start in enumerate(starts):
             seg = line[start:starts[i + 1]] if i + 1 < len(starts) else line[start:]
@@ -968,14 +1116,145 @@ class _State:
             except _Corrupt:
                 bad += 1
             else:
-                self.decode.append(rec)
-                self.decode_spec.append(dict(self.cur_spec) if self.cur_spec else None)
-                self.formats["sglang_decode"] += 1
-                got += 1
+                if self._add_decode(rec.running_req, rec.accept_length, rec.accept_rate, rec.cuda_graph,
+                                    rec.gen_throughput_tok_s, rec.queue_req, rec.timestamp, rec.tp_rank,
+                                    rec.version_hint, rec):
+                    got += 1
+                else:
+                    idle += 1
             prefix = next_prefix
         if got:
             return "parsed"
+        if idle:
+            return "idle"
         return "skipped" if bad else "ignored"
+
+    # -- records ------------------------------------------------------------------------------
+
+    def _store(self, lst: list, rec: Any) -> None:
+        if len(lst) < MAX_STORED_RECORDS:
+            lst.append(rec)
+        else:
+            self.not_stored += 1
+
+    def _group(self, key: tuple[Any, ...]) -> _Group | None:
+        g = self.groups.get(key)
+        if g is None:
+            if len(self.groups) >= MAX_GROUPS:
+                return None
+            g = self.groups[key] = _Group()
+        return g
+
+    def _sample(self, g: _Group, b: int, cycle: float) -> None:
+        g.seen += 1
+        if len(g.sample) < MEDIAN_SAMPLE:
+            g.sample.append((b, cycle))
+        else:
+            j = self._rng.randrange(g.seen)
+            if j < MEDIAN_SAMPLE:
+                g.sample[j] = (b, cycle)
+
+    def _add_decode(self, running: int, acc: float | None, rate: float | None, graph: bool | None, gen: float,
+                    queue: int, ts: str | None, tp: int | None, hint: str, rec: DecodeRecord | None) -> bool:
+        """Account one decode record; False when it is dropped as idle."""
+        if running == 0:  # an idle scheduler tick
+            self.idle += 1
+            return False
+        per_req = gen / running
+        if ts is not None:
+            prev = self.prev_decode
+            self.prev_decode = (ts, per_req)
+            if prev is not None and per_req * WARMUP_FACTOR < prev[1]:
+                t0, t1 = _ts_seconds(prev[0]), _ts_seconds(ts)
+                if t0 is not None and t1 is not None and t1 - t0 > IDLE_GAP_S:
+                    self.idle += 1  # first window after an idle gap: throughput averaged over the gap
+                    return False
+        cfg = self.cur_spec
+        if acc is None:
+            key: tuple[Any, ...] = ("decode", 0, 0, 0, running)
+            baseline, eff = True, 1.0
+        else:
+            if cfg:
+                key = ("decode", cfg.get("steps"), cfg.get("topk"), cfg.get("num_draft_tokens"), running)
+            else:
+                key = ("decode", None, None, None, running)
+            baseline, eff = key[1] == 0, acc
+        g = self._group(key)
+        if g is None:  # more distinct groups than MAX_GROUPS: counted, not summarised
+            self.formats["sglang_decode"] += 1
+            self.not_stored += 1
+            return True
+        b = _tput_bin(gen)
+        st = g.bins.get(b)
+        if st is None:
+            st = g.bins[b] = _new_stats()
+        st[_N] += 1
+        st[_ACC_S] += eff
+        st[_ACC_N] += 1
+        st[_TOK_S] += gen
+        st[_TOK_N] += 1
+        st[_PR_S] += per_req
+        st[_PR_N] += 1
+        if gen > 0:
+            cycle = 1000.0 * eff * running / gen
+            st[_CYC_S] += cycle
+            st[_CYC_N] += 1
+            self._sample(g, b, cycle)
+        if baseline:
+            st[_BASE_N] += 1
+        else:
+            st[_WACC_S] += eff * running
+            st[_W_S] += running
+        self.formats["sglang_decode"] += 1
+        if len(self.decode_store) < MAX_STORED_RECORDS:
+            if rec is None:
+                rec = DecodeRecord(running, acc, rate, graph, gen, queue, ts, tp, hint)
+            self.decode_store.append((rec, dict(cfg) if cfg else None, key, b))
+        else:
+            self.not_stored += 1
+        return True
+
+    def _add_point(self, p: dict[str, Any]) -> _Group | None:
+        key = (p["source"], p["steps"], p["topk"], p["num_draft_tokens"], p["batch"])
+        g = self._group(key)
+        if g is None:
+            return None
+        st = g.bins.get(0)
+        if st is None:
+            st = g.bins[0] = _new_stats()
+        st[_N] += 1
+        acc = p["accept_length"]
+        if acc is not None:
+            st[_ACC_S] += acc
+            st[_ACC_N] += 1
+            if not p["baseline"]:
+                st[_WACC_S] += acc * p["weight"]
+                st[_W_S] += p["weight"]
+        for v, si, ni in ((p["tok_s"], _TOK_S, _TOK_N), (p["tok_s_per_req"], _PR_S, _PR_N)):
+            if v is not None:
+                st[si] += v
+                st[ni] += 1
+        if p["cycle_ms"] is not None:
+            st[_CYC_S] += p["cycle_ms"]
+            st[_CYC_N] += 1
+            self._sample(g, 0, p["cycle_ms"])
+        if p["baseline"]:
+            st[_BASE_N] += 1
+        return g
+
+    def _add_bench(self, rec: BenchRecord) -> None:
+        self._add_point(_bench_point(rec))
+        self._store(self.bench, rec)
+        self.formats[rec.source] += 1
+
+    def _add_vllm(self, rec: VllmSpecRecord) -> None:
+        g = self._add_point(_vllm_point(rec))
+        if g is not None and rec.per_position_rates:
+            if g.rates is None:
+                g.rates = _RateAcc()
+            g.rates.add(rec)
+        self.rates.add(rec)
+        self._store(self.vllm, rec)
 
     def _side_info(self, line: str) -> None:
         ov = _overlap_from_line(line)
@@ -1001,9 +1280,42 @@ class _State:
             if dm and self.overlap_from_args is None:
                 self.overlap_from_args = dm.group(1) == "False"
 
-    def result(self, names: list[str]) -> IngestResult:
-        n_records = len(self.decode) + len(self.captures) + len(self.bench) + len(self.vllm)
-        if n_records == 0:
+    # -- end -------------------------------------------------------------------------------------
+
+    def _warmup_filter(self) -> tuple[dict[tuple[Any, ...], set[int]], int]:
+        """Per decode group with >= 2 records: keep the throughput bins within WARMUP_FACTOR of
+        the (upper) median; returns the kept bins and the number of records dropped."""
+        kept: dict[tuple[Any, ...], set[int]] = {}
+        dropped = 0
+        span = int(round(math.log2(WARMUP_FACTOR) * _BINS_PER_OCTAVE))
+        for key, g in self.groups.items():
+            if key[0] != "decode" or len(g.bins) < 2:
+                continue
+            order = sorted(g.bins)
+            n = sum(g.bins[b][_N] for b in order)
+            if n < 2:
+                continue
+            target, run, med = n // 2, 0, order[-1]
+            for b in order:
+                run += g.bins[b][_N]
+                if run > target:
+                    med = b
+                    break
+            keep = {b for b in order if b >= med - span}
+            if len(keep) < len(order):
+                kept[key] = keep
+                dropped += int(sum(g.bins[b][_N] for b in order if b not in keep))
+        return kept, dropped
+
+    def result(self, names: list[str], allow_empty: bool = False) -> IngestResult:
+        kept, dropped = self._warmup_filter()
+        if dropped:
+            self.formats["sglang_decode"] -= dropped
+            if self.formats["sglang_decode"] <= 0:
+                del self.formats["sglang_decode"]
+        store = [t for t in self.decode_store if t[2] not in kept or t[3] in kept[t[2]]]
+        n_records = sum(self.formats.values())
+        if n_records == 0 and not allow_empty:
             raise IngestError(
                 f"no recognisable SGLang/vLLM records in {', '.join(names) or '<none>'} "
                 f"({self.lines_total} lines read, {self.lines_skipped} skipped)")
@@ -1011,8 +1323,8 @@ class _State:
                    else self.overlap_from_args)
         return IngestResult(
             files=list(names),
-            formats=dict(self.formats),
-            decode=self.decode,
+            formats={k: v for k, v in self.formats.items() if v > 0},
+            decode=[t[0] for t in store],
             captures=self.captures,
             bench=self.bench,
             vllm=self.vllm,
@@ -1021,41 +1333,62 @@ class _State:
             lines_ignored=self.lines_ignored,
             overlap_scheduler=overlap,
             spec_config=self.spec_config,
-            _decode_spec=self.decode_spec,
+            lines_idle=self.idle + dropped,
+            records_not_stored=self.not_stored,
+            _decode_spec=[t[1] for t in store],
+            _groups=self.groups,
+            _kept_bins=kept,
+            _rates=self.rates,
         )
 
 
-def ingest_files(paths: list[str | os.PathLike]) -> IngestResult:
-    """Parse log / JSONL files (read with ``errors="replace"``) into one :class:`IngestResult`.
+def ingest_files(paths: list[str | os.PathLike], *, allow_empty: bool = False) -> IngestResult:
+    """Stream log / JSONL files (invalid UTF-8 becomes U+FFFD) into one :class:`IngestResult`.
 
-    Raises :class:`IngestError` for a missing or unreadable file, or when no record at all was
-    found in any file.
+    ``-`` reads standard input. Only regular files are read (a FIFO or device is refused
+    without blocking); memory does not grow with the length of the files. Raises
+    :class:`IngestError` for a missing or unreadable file, or, unless ``allow_empty``, when no
+    record at all was found in any file.
     """
+    from ..errors import SpecsimError
+    from .safe_read import iter_lines
+
     if isinstance(paths, (str, os.PathLike)):
         paths = [paths]
     names = [os.fspath(p) for p in paths]
     if not names:
         raise IngestError("no input files given")
+    if names.count("-") > 1:
+        raise IngestError("file: '-' (standard input) can be given once")
     for name in names:
-        if not os.path.exists(name):
-            raise IngestError(f"file: {name} does not exist")
-        if os.path.isdir(name):
-            raise IngestError(f"file: {name} is a directory")
-    state = _State()
-    for name in names:
-        state.cur_spec = None
+        if name == "-":
+            continue
         try:
-            with open(name, encoding="utf-8", errors="replace") as fh:
-                for raw in fh:
-                    state.feed(raw)
+            st = os.stat(name)
+        except FileNotFoundError:
+            raise IngestError(f"file: {name} does not exist") from None
         except OSError as exc:
             raise IngestError(f"file: {name} is not readable ({exc.strerror or exc})") from None
-    return state.result(names)
+        if stat_mod.S_ISDIR(st.st_mode):
+            raise IngestError(f"file: {name} is a directory")
+        if not stat_mod.S_ISREG(st.st_mode):
+            raise IngestError(f"file: {name} is not a regular file (a FIFO, device or socket); "
+                              "only regular files are read, or '-' for standard input")
+    state = _State()
+    for name in names:
+        state.new_file()
+        try:
+            for batch in iter_lines(name, "file"):
+                state.feed_many(batch)
+        except SpecsimError as exc:
+            raise IngestError(str(exc)) from None
+        except OSError as exc:
+            raise IngestError(f"file: {name} is not readable ({exc.strerror or exc})") from None
+    return state.result(names, allow_empty)
 
 
-def ingest_text(text: str, name: str = "<text>") -> IngestResult:
+def ingest_text(text: str, name: str = "<text>", *, allow_empty: bool = False) -> IngestResult:
     """Parse log text already in memory; same rules and errors as :func:`ingest_files`."""
     state = _State()
-    for raw in text.splitlines():
-        state.feed(raw)
-    return state.result([name])
+    state.feed_many(text.splitlines())
+    return state.result([name], allow_empty)

@@ -1,0 +1,285 @@
+"""Bounded, non-blocking reads of user-named files.
+
+Every file a user names (scenario, HF config, dataset, log) goes through here:
+
+* only regular files are read; a FIFO, a device (``/dev/zero``), a socket or a directory is
+  refused at once (the file is opened with ``O_NONBLOCK`` and checked with ``fstat`` before a
+  single byte is read, so a FIFO without a writer cannot block);
+* JSON files are read only up to :data:`MAX_JSON_BYTES` and their nesting depth is checked
+  before :func:`json.loads` sees them (no ``RecursionError``), and ``NaN`` / ``Infinity`` /
+  numbers that overflow to infinity are refused;
+* logs are streamed line by line (:func:`iter_lines`) with memory independent of their length;
+  a line longer than :data:`MAX_LINE_BYTES` is cut off and reported as such;
+* ``-`` means standard input where a reader accepts it.
+
+Errors are :class:`~specsim.errors.SpecsimError` (one line, naming the field).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import re
+import stat
+import sys
+from collections.abc import Iterator
+from typing import IO
+
+from ..errors import SpecsimError
+
+MAX_JSON_BYTES = 64 * 1024 * 1024  # scenario / config / dataset files
+MAX_JSON_DEPTH = 64  # a scenario nests 4 levels; HF configs ~4
+MAX_LINE_BYTES = 1024 * 1024  # one log line (longer lines are counted as one skipped line)
+CHUNK_BYTES = 4 * 1024 * 1024
+
+__all__ = [
+    "MAX_JSON_BYTES",
+    "MAX_JSON_DEPTH",
+    "MAX_LINE_BYTES",
+    "check_json_depth",
+    "iter_lines",
+    "loads_bounded",
+    "open_regular",
+    "read_json_file",
+    "read_text_file",
+]
+
+
+def _mib(n: int) -> str:
+    return f"{n / (1024 * 1024):g} MiB"
+
+
+def _kind(mode: int) -> str:
+    if stat.S_ISDIR(mode):
+        return "a directory"
+    if stat.S_ISFIFO(mode):
+        return "a FIFO (named pipe)"
+    if stat.S_ISCHR(mode):
+        return "a character device"
+    if stat.S_ISBLK(mode):
+        return "a block device"
+    if stat.S_ISSOCK(mode):
+        return "a socket"
+    return "not a regular file"
+
+
+def open_regular(path: str | os.PathLike, field: str, max_bytes: int | None = None) -> tuple[int, int]:
+    """Open ``path`` read-only without blocking; return ``(fd, size)`` of a regular file.
+
+    Refuses (``SpecsimError`` naming ``field``) a missing file, a directory, a FIFO, a device or
+    socket, and a file larger than ``max_bytes``. The caller closes the descriptor.
+    """
+    name = os.fspath(path)
+    if name == "":
+        raise SpecsimError(field, name, "an empty file name is not a file")
+    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0) | getattr(os, "O_CLOEXEC", 0)
+    try:
+        fd = os.open(name, flags)
+    except FileNotFoundError:
+        raise SpecsimError(field, name, "no such file") from None
+    except IsADirectoryError:
+        raise SpecsimError(field, name, "is a directory; give a file") from None
+    except OSError as exc:
+        raise SpecsimError(field, name, f"cannot be opened ({exc.strerror or exc})") from None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise SpecsimError(field, name, f"is {_kind(st.st_mode)}; only regular files are read")
+        if max_bytes is not None and st.st_size > max_bytes:
+            raise SpecsimError(field, name, f"is {st.st_size:,} bytes; files up to {_mib(max_bytes)} are read")
+        try:  # back to blocking reads for the regular file (O_NONBLOCK has no effect there anyway)
+            os.set_blocking(fd, True)
+        except OSError:
+            pass
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd, st.st_size
+
+
+def _read_fd(fd: int, limit: int, field: str, name: str) -> bytes:
+    """Read at most ``limit`` bytes; a file that grew past the limit while read is refused."""
+    parts: list[bytes] = []
+    got = 0
+    while True:
+        b = os.read(fd, min(CHUNK_BYTES, limit + 1 - got))
+        if not b:
+            break
+        parts.append(b)
+        got += len(b)
+        if got > limit:
+            raise SpecsimError(field, name, f"is larger than {_mib(limit)}; files up to {_mib(limit)} are read")
+    return b"".join(parts)
+
+
+def read_text_file(path: str | os.PathLike, field: str, max_bytes: int = MAX_JSON_BYTES, *,
+                   allow_stdin: bool = False) -> str:
+    """The text of a regular file of at most ``max_bytes`` (UTF-8; ``-`` is stdin if allowed)."""
+    name = os.fspath(path)
+    if allow_stdin and name == "-":
+        data = _read_stream(sys.stdin.buffer, max_bytes, field)
+    else:
+        fd, _ = open_regular(name, field, max_bytes)
+        try:
+            data = _read_fd(fd, max_bytes, field, name)
+        except OSError as exc:
+            raise SpecsimError(field, name, f"is not readable ({exc.strerror or exc})") from None
+        finally:
+            os.close(fd)
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise SpecsimError(field, name, f"is not UTF-8 text (byte {exc.start})") from None
+
+
+def _read_stream(fh: IO[bytes], limit: int, field: str) -> bytes:
+    data = fh.read(limit + 1)
+    if len(data) > limit:
+        raise SpecsimError(field, "-", f"standard input is larger than {_mib(limit)}")
+    return data
+
+
+def check_json_depth(text: str, field: str, name: str, max_depth: int = MAX_JSON_DEPTH) -> None:
+    """Refuse JSON nested deeper than ``max_depth`` before the recursive parser sees it.
+
+    Strings are skipped whole (brackets inside them do not count). A text with fewer opening
+    brackets than the limit cannot be too deep and is not scanned.
+    """
+    if text.count("[") + text.count("{") <= max_depth:
+        return
+    import numpy as np
+
+    body = _STRING_RE.sub("", text) if '"' in text else text  # brackets inside strings do not count
+    arr = np.frombuffer(body.encode("utf-8", errors="replace"), dtype=np.uint8)
+    pos = np.flatnonzero((arr == 0x5B) | (arr == 0x7B) | (arr == 0x5D) | (arr == 0x7D))
+    if pos.size == 0:
+        return
+    sel = arr[pos]
+    step = np.where((sel == 0x5B) | (sel == 0x7B), 1, -1).astype(np.int32)
+    if int(np.cumsum(step, dtype=np.int32).max()) > max_depth:
+        raise SpecsimError(field, name, f"JSON nested deeper than {max_depth} levels; allowed depth <= {max_depth}")
+
+
+_STRING_RE = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"', re.S)
+
+
+def _first_nonfinite(obj, path: list[str], budget: list[int]):
+    """The path and value of the first NaN/inf number in a parsed JSON value, or None."""
+    if isinstance(obj, float):
+        return (path, obj) if not math.isfinite(obj) else None
+    if isinstance(obj, dict):
+        for k, v in obj.items():
+            if isinstance(v, (dict, list, float)):
+                hit = _first_nonfinite(v, [*path, str(k)], budget)
+                if hit:
+                    return hit
+    elif isinstance(obj, list):
+        if obj and all(type(x) is int for x in obj[:64]) and all(type(x) is int for x in obj):
+            return None
+        for i, v in enumerate(obj):
+            if isinstance(v, (dict, list, float)):
+                hit = _first_nonfinite(v, [*path, str(i)], budget)
+                if hit:
+                    return hit
+    return None
+
+
+def loads_bounded(text: str, field: str, name: str, max_depth: int = MAX_JSON_DEPTH):
+    """``json.loads`` with a depth limit; a NaN / Infinity / overflowing number is refused naming
+    its path (``field: a.b.0: got inf; allowed: a finite number``)."""
+    check_json_depth(text, field, name, max_depth)
+    try:
+        obj = json.loads(text)
+    except RecursionError:
+        raise SpecsimError(field, name, f"JSON nested too deeply; allowed depth <= {max_depth}") from None
+    except ValueError as exc:  # JSONDecodeError is a ValueError
+        raise SpecsimError(field, name, f"not valid JSON ({' '.join(str(exc).split())[:200]})") from None
+    if "N" in text or "I" in text or "e" in text or "E" in text:  # NaN, Infinity, 1e999
+        hit = _first_nonfinite(obj, [], [0])
+        if hit:
+            path, value = hit
+            where = ".".join(path) or "value"
+            raise SpecsimError(f"{field} {os.path.basename(name) or name}: {where}", value, "allowed: a finite number")
+    return obj
+
+
+def read_json_file(path: str | os.PathLike, field: str, max_bytes: int = MAX_JSON_BYTES, *,
+                   allow_stdin: bool = False):
+    """Parse a bounded regular JSON file (see :func:`read_text_file` and :func:`loads_bounded`)."""
+    name = os.fspath(path)
+    return loads_bounded(read_text_file(name, field, max_bytes, allow_stdin=allow_stdin), field, name)
+
+
+def iter_lines(path: str | os.PathLike, field: str = "file", *, allow_stdin: bool = True,
+               max_line: int = MAX_LINE_BYTES, chunk: int = CHUNK_BYTES) -> Iterator[list[str]]:
+    """Yield the lines of a log in batches (lists of str, newline removed, ``\\r`` stripped).
+
+    Memory is bounded by ``chunk + max_line`` whatever the file's length. Invalid UTF-8 becomes
+    U+FFFD. A line longer than ``max_line`` bytes is yielded once as the marker
+    :data:`LONG_LINE` (the caller counts it as skipped). ``-`` reads standard input.
+    """
+    name = os.fspath(path)
+    if allow_stdin and name == "-":
+        fh = sys.stdin.buffer
+        read = fh.read
+        fd = None
+    else:
+        fd, _ = open_regular(name, field)
+        read = None
+    tail = b""
+    dropping = False  # inside an over-long line
+    try:
+        while True:
+            try:
+                block = os.read(fd, chunk) if fd is not None else read(chunk)  # type: ignore[misc]
+            except OSError as exc:
+                raise SpecsimError(field, name, f"is not readable ({exc.strerror or exc})") from None
+            if not block:
+                break
+            cut = block.rfind(b"\n")
+            if cut < 0:
+                if dropping:
+                    continue
+                tail += block
+                if len(tail) > max_line:
+                    tail = b""
+                    dropping = True
+                    yield [LONG_LINE]
+                continue
+            head, rest = block[:cut], block[cut + 1:]
+            if dropping:
+                nl = head.find(b"\n")
+                head = b"" if nl < 0 else head[nl + 1:]
+                if nl < 0:
+                    # the over-long line ends at ``cut``: nothing of it is kept
+                    dropping = False
+                    tail = rest
+                    if len(tail) > max_line:
+                        tail, dropping = b"", True
+                        yield [LONG_LINE]
+                    continue
+                dropping = False
+                data = head
+            else:
+                data = tail + head if tail else head
+            tail = rest
+            text = data.decode("utf-8", errors="replace")
+            lines = text.split("\n")
+            if "\r" in text:
+                lines = [ln[:-1] if ln.endswith("\r") else ln for ln in lines]
+            if any(len(ln) > max_line for ln in lines):
+                lines = [LONG_LINE if len(ln) > max_line else ln for ln in lines]
+            yield lines
+            if len(tail) > max_line:
+                tail, dropping = b"", True
+                yield [LONG_LINE]
+        if tail and not dropping:
+            text = tail.decode("utf-8", errors="replace")
+            yield [text[:-1] if text.endswith("\r") else text]
+    finally:
+        if fd is not None:
+            os.close(fd)
+
+
+LONG_LINE = "\x00<over-long line>\x00"

@@ -106,3 +106,75 @@ def test_python_api_repr():
     assert "tok/s" in repr(p) and "<table" in p._repr_html_()
     v = specsim.verify_ms([1, 3])
     assert "verify" in repr(v)
+
+
+# ---- one set of deployment options on every planning command (issue 10) ----------------------
+
+DEPLOY = ("--model", "llama-3.1-70b", "--gpu", "h100", "--tp", "4")
+NAME = "llama-3.1-70b-h100-tp4-sglang"
+
+
+@pytest.mark.parametrize("cmd", [
+    ("predict",), ("verify", "--tokens", "1,4"), ("sweep", "--steps", "1-4"),
+    ("whatif", "training", "--target-samples", "1M"), ("whatif", "allreduce", "--scale", "0.5"),
+    ("whatif", "gpu", "--to", "b200"), ("whatif", "tp", "--to", "8"), ("whatif", "quant", "--dtype", "fp8"),
+    ("whatif", "graph", "--phase", "verify", "--off"), ("whatif", "overlap", "--on"), ("explain",),
+])
+def test_every_planning_command_takes_the_deployment(run_cli, cmd):
+    code, out, err = run_cli(*cmd, *DEPLOY, "--accept", "2.8", "--json")
+    assert code == 0, err
+    d = json.loads(out)
+    d.pop("fit", None)  # the training fit's published points are Kimi-family drafts
+    text = json.dumps(d)
+    assert NAME in text and "kimi-k2.5-seed" not in text and "founding" not in text.lower()
+
+
+@pytest.mark.parametrize("cmd", [("predict",), ("sweep", "--steps", "1-3"), ("whatif", "tp", "--to", "8"), ("explain",),
+                                 ("scenario", "show")])
+def test_text_output_names_the_deployment_and_fits_100_columns(run_cli, cmd):
+    code, out, err = run_cli(*cmd, *DEPLOY)
+    assert code == 0, err
+    assert NAME in out
+    assert max(len(line) for line in out.splitlines()) <= 100
+    assert "$$" not in out  # explain: plain text in a terminal by default
+
+
+def test_report_for_a_new_deployment(run_cli, tmp_path):
+    out = tmp_path / "r.md"
+    code, _, err = run_cli("report", *DEPLOY, "--out", str(out))
+    assert code == 0, err
+    text = out.read_text()
+    assert NAME in text and "founding case" not in text.lower() and "kimi-k2.5-seed" not in text
+
+
+def test_new_model_scenario_carries_nothing_of_the_seed(run_cli, tmp_path):
+    f = tmp_path / "q.json"
+    code, _, err = run_cli("scenario", "dump", "--model", "qwen3-235b-a22b", "-o", str(f))
+    assert code == 0, err
+    d = json.loads(f.read_text())
+    assert d["name"] == "qwen3-235b-a22b-h200-tp8-sglang"
+    assert d["calibration"] is None and "measured" not in d["provenance"]
+    assert "fitted_parameters" not in d["provenance"] and "dataset" not in d["provenance"]
+    assert d["gpu"]["kernel_floor_us"] == 3.0  # the preset prior, not the seed's fitted value
+    assert d["parallel"]["allreduce_eager"] is None
+    assert "seed" not in json.dumps(d).lower()
+
+
+def test_acceptance_warning_only_where_it_applies(run_json):
+    generic = run_json("predict", *DEPLOY)
+    assert any("generic EAGLE-3 profile" in w for w in generic["warnings"])
+    given = run_json("predict", *DEPLOY, "--accept", "2.8")
+    assert not any("acceptance" in w for w in given["warnings"])
+    seed = run_json("predict")
+    assert not any("acceptance" in w for w in seed["warnings"])
+
+
+def test_flags_show_no_type_and_every_option_has_help_and_an_example(run_cli):
+    import re
+
+    for cmd in (["predict"], ["verify"], ["sweep"], ["explain"], ["report"], ["whatif", "training"],
+                ["whatif", "tp"], ["scenario", "dump"]):
+        code, out, _ = run_cli(*cmd, "--help")
+        assert code == 0
+        assert "Example: specsim" in " ".join(out.split()), cmd
+        assert not re.search(r"--json\s+<bool>", out), cmd

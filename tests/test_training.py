@@ -169,3 +169,38 @@ def test_bad_inputs_raise(kwargs: dict) -> None:
         whatif_training(curve_points=2, **kwargs)
     with pytest.raises(SpecsimError):
         payback(100.0, 120.0, 1e4, 1e5, -1.0, 1e6, 8)
+
+
+def test_now_is_the_scenarios_own_draft_and_configuration() -> None:
+    w = whatif_training(model="llama-3.1-70b", gpu="h100", tp=4, curve_points=3, target_samples=1e6)
+    assert w.samples_now == 276_000 and "EAGLE-3 paper" in w.samples_now_source
+    assert w.steps_scenario == 3 and w.scenario == "llama-3.1-70b-h100-tp4-sglang"
+    assert "now: scenario (steps 3)" in repr(w)
+    w2 = whatif_training(model="llama-3.1-70b", gpu="h100", tp=4, curve_points=3, target_samples=1e6,
+                         current_samples=50_000)
+    assert w2.samples_now == 50_000 and w2.samples_now_source.startswith("given")
+    seed = default_whatif()
+    assert seed.samples_now == 37_000 and seed.steps_scenario == 2
+
+
+def test_unknown_training_samples_need_current_samples() -> None:
+    with pytest.raises(SpecsimError, match="current-samples"):
+        whatif_training(model="qwen3-30b-a3b", curve_points=2)
+    w = whatif_training(model="qwen3-30b-a3b", current_samples=1e5, curve_points=2)
+    assert w.samples_now == 1e5
+
+
+def test_training_cost_scales_with_target_and_draft() -> None:
+    from specsim.analysis.training import draft_params, scaled_gpu_hours_per_100k, target_active_params
+    from specsim.io.presets import get_model
+
+    kimi, kimi_d = get_model("kimi-k2.5")
+    small, small_d = get_model("llama-3.1-8b")
+    big, big_d = get_model("llama-3.1-70b")
+    assert target_active_params(kimi) == pytest.approx(32e9, rel=0.05)  # 32B active (model card)
+    assert target_active_params(small) == pytest.approx(7.5e9, rel=0.1)  # 8B incl. embedding
+    assert target_active_params(big) == pytest.approx(69.5e9, rel=0.05)
+    assert scaled_gpu_hours_per_100k(kimi, kimi_d) == pytest.approx(LIGHTSEEK_GPU_HOURS_PER_100K_SAMPLES)
+    assert scaled_gpu_hours_per_100k(small, small_d) < LIGHTSEEK_GPU_HOURS_PER_100K_SAMPLES / 2
+    assert scaled_gpu_hours_per_100k(big, big_d) > scaled_gpu_hours_per_100k(small, small_d)
+    assert draft_params(small_d) < draft_params(kimi_d)

@@ -270,7 +270,12 @@ def explain(scenario=None, fmt: str = "markdown", **overrides) -> str:
 
     if fmt not in ("markdown", "latex", "text"):
         raise SpecsimError("format", fmt, "format must be one of: markdown, latex, text")
-    return closed_forms(scenario, **overrides).render(fmt)
+    out = closed_forms(scenario, **overrides).render(fmt)
+    if fmt == "text":
+        from ..output.render import fit_width
+
+        out = fit_width(out)
+    return out
 
 
 _LABELS = {

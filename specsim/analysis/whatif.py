@@ -40,17 +40,28 @@ class WhatIf:
         ]
         items += [(f"phase {k} ms", b.phases_ms[k], a.phases_ms[k]) for k in b.phases_ms]
         items += [(f"verify {k} ms", b.verify_breakdown_ms[k], a.verify_breakdown_ms[k]) for k in b.verify_breakdown_ms]
-        items += [("best steps (1-10)", float(self.best_steps_before), float(self.best_steps_after)),
+        items += [("best steps (1-10)", self.best_steps_before, self.best_steps_after),
                   ("tok/s at best steps", self.best_tok_s_before, self.best_tok_s_after)]
         out = []
         for name, x, y in items:
             pct = 100.0 * (y / x - 1) if x else float("nan")
-            out.append([name, x, y, y - x, pct])
+            delta = y - x if isinstance(x, int) and isinstance(y, int) else float(y - x)
+            out.append([name, x, y, delta, pct])
         return out
+
+    def _text_rows(self) -> list[list[object]]:
+        """Rows for text/Markdown/HTML: percentages with one decimal, step counts as integers."""
+        from ..output.render import pct
+
+        return [[n, x, y, d, pct(p)] for n, x, y, d, p in self.rows()]
+
+    @property
+    def title(self) -> str:
+        return f"{self.before.scenario}: what if {self.change} (modeled)"
 
     def to_dict(self) -> dict:
         return {
-            "kind": "modeled", "lever": self.lever, "change": self.change,
+            "kind": "modeled", "scenario": self.before.scenario, "lever": self.lever, "change": self.change,
             "before": self.before.to_dict(), "after": self.after.to_dict(),
             "best_steps_before": self.best_steps_before, "best_steps_after": self.best_steps_after,
             "best_tok_s_before": self.best_tok_s_before, "best_tok_s_after": self.best_tok_s_after,
@@ -60,7 +71,8 @@ class WhatIf:
     def markdown(self) -> str:
         from ..output.render import table_markdown
 
-        return (f"**What if: {self.change}** (modeled)\n\n" + table_markdown(["metric", "before", "after", "delta", "delta %"], self.rows())
+        return (f"**{self.before.scenario}: what if {self.change}** (modeled)\n\n"
+                + table_markdown(["metric", "before", "after", "delta", "delta %"], self._text_rows())
                 + self._warnings().replace("\nwarning", "\n\n> warning"))
 
     def _warnings(self) -> str:
@@ -71,13 +83,15 @@ class WhatIf:
     def __repr__(self) -> str:
         from ..output.render import table_text
 
-        return table_text(["metric", "before", "after", "delta", "delta %"], self.rows(),
-                          f"what if: {self.change} (modeled)") + self._warnings()
+        from ..output.render import fit_width
+
+        return fit_width(table_text(["metric", "before", "after", "delta", "delta %"], self._text_rows(), self.title)
+                         + self._warnings())
 
     def _repr_html_(self) -> str:
         from ..output.render import table_html
 
-        return table_html(["metric", "before", "after", "delta", "delta %"], self.rows(), f"what if: {self.change} (modeled)")
+        return table_html(["metric", "before", "after", "delta", "delta %"], self._text_rows(), self.title)
 
 
 def _best_steps(sc: Scenario, max_steps: int = 10) -> tuple[int, float]:

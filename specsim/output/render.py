@@ -33,7 +33,7 @@ def table_text(headers: Sequence[str], rows: Sequence[Sequence[object]], title: 
     if wrap_last:
         widths[-1] = room
     line = "  ".join("-" * w for w in widths)
-    out = [title] if title else []
+    out = [fit_width(title, max_width)] if title else []
     for i, r in enumerate(cells):
         parts = textwrap.wrap(r[-1], room) if wrap_last and len(r[-1]) > room else [r[-1]]
         parts = parts or [""]
@@ -44,6 +44,21 @@ def table_text(headers: Sequence[str], rows: Sequence[Sequence[object]], title: 
             out.append(text.rstrip())
         if i == 0:
             out.append(line)
+    return "\n".join(out)
+
+
+def fit_width(text: str, width: int = MAX_WIDTH) -> str:
+    """Wrap every line longer than ``width`` (titles, warnings, formulas), continuation indented."""
+    import textwrap
+
+    out = []
+    for line in text.splitlines():
+        if len(line) <= width:
+            out.append(line)
+            continue
+        lead = len(line) - len(line.lstrip())
+        out.extend(textwrap.wrap(line, width, subsequent_indent=" " * (lead + 2), break_on_hyphens=False,
+                                 break_long_words=True) or [""])
     return "\n".join(out)
 
 
@@ -109,7 +124,7 @@ def _prediction_tables(p) -> list[tuple[str, list[str], list[list[object]]]]:
 
 def prediction_text(p) -> str:
     out = "\n\n".join(table_text(h, r, t) for t, h, r in _prediction_tables(p))
-    return out + "".join(f"\nwarning: {w}" for w in getattr(p, "warnings", []))
+    return fit_width(out + "".join(f"\nwarning: {w}" for w in getattr(p, "warnings", [])))
 
 
 def prediction_markdown(p) -> str:
@@ -135,7 +150,7 @@ def _verify_rows(v) -> tuple[list[str], list[list[object]]]:
 
 def verify_text(v) -> str:
     h, r = _verify_rows(v)
-    out = table_text(h, r, f"{v.scenario}: target verify forward")
+    out = table_text(h, r, f"{v.scenario}: target verify forward (modeled)")
     if v.measured:
         out += "\n\n" + table_text(["tokens", "measured ms"], [[m.get("tokens"), m.get("ms")] for m in v.measured], "measured points")
     return out
@@ -193,7 +208,7 @@ def sweep_text(res, top: int = 15) -> str:
     same = ", ".join(f"{_SWEEP_HEAD[k]} {v}" for k, v in fixed.items())
     title = f"ranked (top {min(top, res.n)} of {res.n:,})" + (f"; all rows: {same}" if same else "")
     notes = "".join(f"\nnote: {n}" for n in getattr(res, "notes", []))
-    return head + "\n\n" + table_text([_SWEEP_HEAD[c] for c in cols], rows, textwrap.fill(title, MAX_WIDTH)) + notes
+    return fit_width(head + "\n\n" + table_text([_SWEEP_HEAD[c] for c in cols], rows, title) + notes)
 
 
 def sweep_markdown(res, top: int = 15) -> str:

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Device-machine script behind models/profiles/ (run from the repo root with $OUT set):
 #   bash benchmarks/measure_h200.sh call1   # smoke tests, full `measure gpu`, Llama forwards with what time is left
-#   bash benchmarks/measure_h200.sh call2   # full Llama-3.1-8B forward grid, then the Qwen3-30B-A3B MoE grid
+#   bash benchmarks/measure_h200.sh call2   # full `measure gpu`, full Llama-3.1-8B forward grid, then the Qwen3-30B-A3B MoE grid
 # Runs the measure package by path so specsim's pydantic-based modules are never imported.
 set -u
 export PYTHONUNBUFFERED=1 NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
@@ -24,11 +24,13 @@ if [ "$stage" = call1 ]; then
     timeout $(( b + 40 )) $M forward --budget-s "$b" --out "$OUT/h200-llama-3.1-8b-forwards.json" || echo "FWD rc=$?"
   fi
 elif [ "$stage" = call2 ]; then
-  timeout 330 $M forward --budget-s 300 --out "$OUT/h200-llama-3.1-8b-forwards.json" || echo "FWD rc=$?"
+  timeout 200 $M gpu --budget-s 170 --out "$OUT/h200.json" || echo "GPU rc=$?"
+  echo "after gpu: $SECONDS s"
+  timeout 260 $M forward --budget-s 230 --out "$OUT/h200-llama-3.1-8b-forwards.json" || echo "FWD rc=$?"
   echo "after llama: $SECONDS s"
-  b=$(( $(left) - 60 ))
-  if [ "$b" -gt 60 ]; then
-    timeout $(( b + 50 )) $M forward --model qwen3-30b-a3b --budget-s "$b" --batch 1,2,4,8,16,32,64 --tokens 1,2,4,8,16,32,64 \
+  b=$(( $(left) - 50 ))
+  if [ "$b" -gt 40 ]; then
+    timeout $(( b + 40 )) $M forward --model qwen3-30b-a3b --budget-s "$b" --batch 1,2,4,8,16,32,64 --tokens 1,2,4,8,16,32,64 \
       --ctx 2048,8192 --eager 1x1@2048,8x4@2048 --out "$OUT/h200-qwen3-30b-a3b-forwards.json" || echo "MOE rc=$?"
   fi
 fi

@@ -93,6 +93,9 @@ def forward_cmd(
     budget_s: float = typer.Option(0.0, "--budget-s", help="wall-clock budget; points after it are skipped (0 = none)"),
     kv_margin_gib: float = typer.Option(12.0, "--kv-margin-gib", help="GPU memory kept free beside the KV cache"),
     quick: bool = typer.Option(False, "--quick", help="mark the output as a smoke test"),
+    attention: str = typer.Option(
+        "fold", "--attention", help="fold (GQA heads packed, engine-like) or gqa (enable_gqa)"
+    ),
     device: str = DeviceOpt,
 ):
     """Engine-like forwards (decode and verify) of a preset model with random weights, CUDA-graph timed."""
@@ -121,6 +124,7 @@ def forward_cmd(
             eager_points=eps,
             kv_margin_gib=kv_margin_gib,
             quick=quick,
+            attention=attention,
             argv=sys.argv,
         )
         for line in summary_lines(ds):

@@ -69,8 +69,9 @@ def gpu_slug(name: str) -> str:
 
 
 class EngineLikeModel:
-    def __init__(self, torch, cfg: dict, device: str, max_pos: int, grouped: str):
+    def __init__(self, torch, cfg: dict, device: str, max_pos: int, grouped: str, fold: bool = True):
         self.torch, self.cfg, self.device = torch, cfg, device
+        self.fold = fold
         self.grouped = grouped
         H, hq, hkv, d = cfg["hidden"], cfg["heads"], cfg["kv_heads"], cfg["head_dim"]
         bf = torch.bfloat16
@@ -166,10 +167,16 @@ class EngineLikeModel:
             kc, vc = kv[li, 0], kv[li, 1]
             kc[:, :, ctx : ctx + q].copy_(kh.transpose(1, 2))
             vc[:, :, ctx : ctx + q].copy_(vh.transpose(1, 2))
-            with sdpa_ctx():
-                o = F.scaled_dot_product_attention(
-                    qh.transpose(1, 2), kc[:, :, : ctx + q], vc[:, :, : ctx + q], enable_gqa=True
-                )
+            if self.fold:  # q heads packed per KV head (FlashInfer / FA3 style): q (B, Hkv, g*k, d)
+                qf = qh.transpose(1, 2).contiguous().view(B, hkv, (hq // hkv) * q, d)
+                with sdpa_ctx():
+                    o = F.scaled_dot_product_attention(qf, kc[:, :, : ctx + q], vc[:, :, : ctx + q])
+                o = o.view(B, hq, q, d)
+            else:
+                with sdpa_ctx():
+                    o = F.scaled_dot_product_attention(
+                        qh.transpose(1, 2), kc[:, :, : ctx + q], vc[:, :, : ctx + q], enable_gqa=True
+                    )
             h = h + torch.mm(o.transpose(1, 2).reshape(T, hq * d), L["wo"].t())
             x = F.rms_norm(h, (H,), L["ln2"], eps)
             if cfg["moe"]:
@@ -198,12 +205,20 @@ def _grouped_available(torch, device) -> str:
         return "loop"
 
 
-def _sdpa_choice(torch, device, cfg):
-    """The first SDPA backend that runs a GQA forward of this shape (flash first), as a context factory."""
+def _sdpa_choice(torch, device, cfg, fold: bool = True):
+    """The first SDPA backend (flash first) that runs this attention, as a context factory."""
     from torch.nn.attention import SDPBackend, sdpa_kernel
 
     F = torch.nn.functional
-    q = torch.randn(2, cfg["heads"], 3, cfg["head_dim"], device=device, dtype=torch.bfloat16)
+    hq = cfg["kv_heads"] if fold else cfg["heads"]
+    q = torch.randn(
+        2,
+        hq,
+        3 * (cfg["heads"] // cfg["kv_heads"] if fold else 1),
+        cfg["head_dim"],
+        device=device,
+        dtype=torch.bfloat16,
+    )
     k = torch.randn(2, cfg["kv_heads"], 40, cfg["head_dim"], device=device, dtype=torch.bfloat16)
     for name in ("FLASH_ATTENTION", "CUDNN_ATTENTION", "EFFICIENT_ATTENTION", "MATH"):
         be = getattr(SDPBackend, name, None)
@@ -211,7 +226,7 @@ def _sdpa_choice(torch, device, cfg):
             continue
         try:
             with sdpa_kernel([be]):
-                F.scaled_dot_product_attention(q, k, k, enable_gqa=True)
+                F.scaled_dot_product_attention(q, k, k, enable_gqa=not fold)
             return name.lower().replace("_attention", ""), (lambda be=be: sdpa_kernel([be]))
         except Exception:
             continue
@@ -285,8 +300,11 @@ def measure_forward(
     eager_points=(),
     kv_margin_gib: float = 12.0,
     quick: bool = False,
+    attention: str = "fold",
     argv=None,
 ) -> dict:
+    if attention not in ("fold", "gqa"):
+        raise MeasureError(f"--attention: got {attention!r}; expected fold or gqa")
     if model not in CONFIGS:
         raise MeasureError(f"--model: got {model!r}; expected one of {', '.join(CONFIGS)}")
     torch = import_torch(device)
@@ -302,19 +320,26 @@ def measure_forward(
         torch.backends.cuda.matmul.allow_tf32 = False
     kmax = max(tokens)
     t0 = time.monotonic()
-    mdl = EngineLikeModel(torch, cfg, device, max_pos=max(ctxs) + kmax + 1, grouped=grouped)
+    mdl = EngineLikeModel(torch, cfg, device, max_pos=max(ctxs) + kmax + 1, grouped=grouped, fold=attention == "fold")
     if cuda:
         torch.cuda.synchronize()
     progress.log(
         f"{model}: {mdl.weight_bytes() / 2**30:.1f} GiB of random bf16 weights built in {time.monotonic() - t0:.1f} s"
     )
-    sdpa_name, sdpa_ctx = _sdpa_choice(torch, device, cfg)
+    fold = attention == "fold"
+    sdpa_name, sdpa_ctx = _sdpa_choice(torch, device, cfg, fold)
     hkv, d, nl = cfg["kv_heads"], cfg["head_dim"], cfg["layers"]
     kv_per_token = nl * 2 * hkv * d * 2
     gname = prov.get("gpu_name", "cpu")
     engine_desc = (
         "engine-like torch forward, random bf16 weights: fused qkv, RoPE, KV-cache write, "
-        f"SDPA ({sdpa_name} backend, GQA native, no mask: the causal tail over the k new keys is skipped) "
+        + (
+            f"SDPA ({sdpa_name} backend) with the q heads of each KV head packed into the query dimension "
+            "(FlashInfer / FA3-style GQA packing; q (B, Hkv, g*k, d))"
+            if fold
+            else f"SDPA ({sdpa_name} backend) with enable_gqa (torch's flash packs GQA heads only for k = 1)"
+        )
+        + ", no mask (the causal tail over the k new keys is skipped, < k/(2 ctx) of the attention work) "
         "over each request's contiguous KV cache, o-proj, RMSNorm, "
         + (
             "router + softmax top-k + sort + grouped GEMMs (" + str(grouped) + ") + weighted scatter-add"

@@ -329,7 +329,7 @@ def run_attention(c: Ctx) -> dict:
     backends = _sdpa_backends(torch)
     kv_cap = 16 * 2**30
     plan = [(B, ctx) for B in batches for ctx in ctxs if B * (ctx + max(qs)) * hkv * d * 4 <= kv_cap]
-    c.progress.start("attention", len(plan) * len(qs) * 2)
+    c.progress.start("attention", len(plan) * len(qs) * 3)
     pts = []
     for B, ctx in plan:
         if c.deadline.passed():
@@ -374,29 +374,14 @@ def run_attention(c: Ctx) -> dict:
                 variants.append(
                     ("gqa", name, fn_gqa, "GQA-native, no mask" + (" (causal tail skipped)" if qn > 1 else ""))
                 )
-            # 2) Query heads folded onto their KV head (flash-decoding packing): q (B, Hkv, g*k, d);
-            #    decode needs no mask; verify gets the exact causal mask over ctx + k as an additive bias.
+            # 2) Query heads folded onto their KV head (flash-decoding / FlashInfer packing):
+            #    q (B, Hkv, g*k, d), no mask: exact for decode; for verify the causal tail over the
+            #    k new keys is skipped (the engines' kernels skip it too, as masked-out blocks).
             qf = q.view(B, hkv, g * qn, d)
-            if qn == 1:
 
-                def fold(i, qf=qf, kvl=kvl, K=K, V=V, r=r):
-                    return F.scaled_dot_product_attention(qf, K[i % r][:, :, :kvl], V[i % r][:, :, :kvl])
+            def fold(i, qf=qf, kvl=kvl, K=K, V=V, r=r):
+                return F.scaled_dot_product_attention(qf, K[i % r][:, :, :kvl], V[i % r][:, :, :kvl])
 
-                desc = "q heads folded per KV head, no mask (exact)"
-            else:
-                width = (kvl + 15) // 16 * 16
-                pos = torch.arange(g * qn, device=c.device) % qn
-                allowed = torch.arange(width, device=c.device)[None, :] <= (ctx + pos)[:, None]
-                bias = torch.zeros(g * qn, width, dtype=torch.bfloat16, device=c.device)
-                bias.masked_fill_(~allowed, float("-inf"))
-                bias = bias[:, :kvl][None, None]
-
-                def fold(i, qf=qf, kvl=kvl, bias=bias, K=K, V=V, r=r):
-                    return F.scaled_dot_product_attention(
-                        qf, K[i % r][:, :, :kvl], V[i % r][:, :, :kvl], attn_mask=bias
-                    )
-
-                desc = "q heads folded per KV head, exact causal mask as additive bias"
             name2, be2 = _pick_backend(torch, backends, lambda: fold(0))
             if be2 is not None:
 
@@ -404,7 +389,32 @@ def run_attention(c: Ctx) -> dict:
                     with sdpa_kernel([be2]):
                         fold(i)
 
+                desc = "q heads folded per KV head, no mask" + (" (causal tail skipped)" if qn > 1 else " (exact)")
                 variants.append(("fold", name2, fn_fold, desc))
+            # 3) verify only: folded, with the exact causal mask over ctx + k as an additive bias.
+            if qn > 1:
+                width = (kvl + 15) // 16 * 16
+                pos = torch.arange(g * qn, device=c.device) % qn
+                allowed = torch.arange(width, device=c.device)[None, :] <= (ctx + pos)[:, None]
+                bias = torch.zeros(g * qn, width, dtype=torch.bfloat16, device=c.device)
+                bias.masked_fill_(~allowed, float("-inf"))
+                bias = bias[:, :kvl][None, None]
+
+                def foldm(i, qf=qf, kvl=kvl, bias=bias, K=K, V=V, r=r):
+                    return F.scaled_dot_product_attention(
+                        qf, K[i % r][:, :, :kvl], V[i % r][:, :, :kvl], attn_mask=bias
+                    )
+
+                name3, be3 = _pick_backend(torch, backends, lambda: foldm(0))
+                if be3 is not None:
+
+                    def fn_foldm(i, be3=be3, foldm=foldm):
+                        with sdpa_kernel([be3]):
+                            foldm(i)
+
+                    variants.append(
+                        ("fold_causal", name3, fn_foldm, "q heads folded, exact causal mask as additive bias")
+                    )
             done = 0
             for vname, bname, fn, vdesc in variants:
                 try:
@@ -425,8 +435,8 @@ def run_attention(c: Ctx) -> dict:
                         "kv_bytes_per_s": kv_bytes / (st["us"] * 1e-6),
                     }
                 )
-            if done < 2:
-                c.progress.step(2 - done)
+            if done < 3:
+                c.progress.step(3 - done)
             del q, qf
         del K, V
         c.free()
@@ -436,7 +446,9 @@ def run_attention(c: Ctx) -> dict:
         "points": pts,
         "notes": [
             "kv_len = ctx + q_tokens; kv_bytes = K and V of every request read once (bf16)",
-            "variant gqa: SDPA with enable_gqa over q (B, Hq, k, d); variant fold: q heads packed per KV head",
+            "variant gqa: SDPA with enable_gqa over q (B, Hq, k, d) (torch's flash packs GQA heads only for k = 1); "
+            "fold: q heads packed per KV head, q (B, Hkv, g*k, d), no mask (engine-like: FlashInfer and FA3 pack "
+            "GQA heads); fold_causal: the same with the exact causal mask as an additive bias (k > 1)",
         ],
     }
 
@@ -545,11 +557,17 @@ def run_graph(c: Ctx) -> dict:
                 c.error(f"graph N={N}", exc)
             c.progress.step(note=f"{N} nodes")
         if len(replay) >= 2:
-            fixed, per = fit_linear([p["nodes"] for p in replay], [p["us"] for p in replay])
+            # steady state (queued replays): what a decode loop that keeps the GPU fed pays per replay
+            fixed, per = fit_linear([p["nodes"] for p in replay], [p["queued_us"] for p in replay])
             out["fixed_us"], out["per_node_us"] = fixed, per
+            small = [p["us"] for p in replay if p["nodes"] <= 4]
+            if small:
+                out["idle_replay_us"] = float(np.median(small))
+            out["fixed_isolated_us"] = fit_linear([p["nodes"] for p in replay], [p["us"] for p in replay])[0]
             big = [p for p in replay if p["nodes"] >= 64]
             if len(big) >= 2:
-                out["per_node_us_large"] = fit_linear([p["nodes"] for p in big], [p["us"] for p in big])[1]
+                out["per_node_us_large"] = fit_linear([p["nodes"] for p in big], [p["queued_us"] for p in big])[1]
+            out["host_replay_us"] = float(np.median([p["host_us"] for p in replay]))
         out["replay"] = replay
     # eager launch cost: host time to issue back-to-back tiny kernels, and wall time until done
     eager = []
@@ -594,8 +612,10 @@ def run_graph(c: Ctx) -> dict:
         out["eager_launch_us"] = eager[0]["wall_us"]
     c.progress.finish()
     out["notes"] = [
-        "replay: CUDA events around one g.replay() of a graph of N tiny kernels; fixed_us + per_node_us * N "
-        "fitted over all N (per_node_us_large: N >= 64 only); host_us: CPU time of the replay call",
+        "replay of a graph of N tiny kernels. us: CUDA events around one replay from an idle GPU (includes the "
+        "launch latency; idle_replay_us = N <= 4); queued_us: per replay of 10 back to back; fixed_us + "
+        "per_node_us * N fitted to queued_us over all N (per_node_us_large: N >= 64); host_us: CPU time of "
+        "the g.replay() call",
         "eager: 1000 back-to-back launches; host_issue_us = CPU time per launch, wall_us = until the GPU is done",
     ]
     return out
@@ -620,15 +640,25 @@ def run_copy(c: Ctx) -> dict:
             def fn(i, src=src, dst=dst, r=r):
                 dst[i % r].copy_(src[i % r])
 
-            st = c.bench.time(fn, rotate=r)
-            pts.append(
-                {
-                    "bytes": nb,
-                    "moved_bytes": 2 * nb,
-                    **{k_: st[k_] for k_ in ("us", "p10_us", "p90_us", "iters")},
-                    "bytes_per_s": 2 * nb / (st["us"] * 1e-6),
-                }
+            def fk(i, src=src, dst=dst, r=r):
+                torch.mul(src[i % r], 1.0, out=dst[i % r])
+
+            variants = (
+                ("copy_ in graph (memcpy node)", fn, None),
+                ("copy_ eager (cudaMemcpyAsync)", fn, False),
+                ("elementwise kernel mul(src, 1) in graph", fk, None),
             )
+            for vname, f, graph in variants:
+                st = c.bench.time(f, rotate=r, graph=graph)
+                pts.append(
+                    {
+                        "bytes": nb,
+                        "variant": vname,
+                        "moved_bytes": 2 * nb,
+                        **{k_: st[k_] for k_ in ("us", "p10_us", "p90_us", "iters", "method")},
+                        "bytes_per_s": 2 * nb / (st["us"] * 1e-6),
+                    }
+                )
             del src, dst
         except Exception as exc:
             c.error(f"copy {nb}", exc)
@@ -639,7 +669,10 @@ def run_copy(c: Ctx) -> dict:
     return {
         "points": pts,
         "bytes_per_s": max(big) if big else None,
-        "notes": ["device-to-device dst.copy_(src); bytes_per_s counts bytes read + written (2x size)"],
+        "notes": [
+            "device to device: dst.copy_(src) captured (memcpy node) and eager, and an elementwise kernel; "
+            "bytes_per_s counts bytes read + written (2x size); the top-level bytes_per_s is the best at >= 64 MiB"
+        ],
     }
 
 
@@ -737,7 +770,7 @@ def summary_lines(prof: dict) -> list[str]:
     if at:
         for p in at["points"]:
             if (
-                p["variant"] == "gqa"
+                p["variant"] == "fold"
                 and p["q_tokens"] in (1, 4)
                 and p["batch"] in (1, 8, 32)
                 and p["ctx"] in (2048, 8192)

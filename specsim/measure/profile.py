@@ -19,7 +19,7 @@ Layout (version 1; every section optional, at least one of gemm/attention/topk/g
                            "points": [{"m", "us", "p10_us", "p90_us", "bytes", "flops",
                                        "bytes_per_s", "flop_per_s", "rows"?, "active_experts"?}]}]},
       "attention": {"shape": {"q_heads", "kv_heads", "head_dim"},
-                    "points": [{"phase": "decode" | "verify", "variant": "gqa" | "fold", "backend",
+                    "points": [{"phase": "decode" | "verify", "variant": "fold" | "gqa" | "fold_causal", "backend",
                                 "batch", "ctx", "q_tokens", "kv_len", "kv_bytes", "us", "p10_us",
                                 "p90_us", "kv_bytes_per_s"}]},
       "topk": {"points": [{"vocab", "rows", "k", "us", "p10_us", "p90_us"}]},
@@ -393,7 +393,7 @@ def copy_bytes_per_s(profile: dict) -> float:
     return float(v)
 
 
-def attention_table(profile: dict, variant: str = "gqa", phase: str | None = None) -> dict:
+def attention_table(profile: dict, variant: str = "fold", phase: str | None = None) -> dict:
     """Columns (numpy arrays) of the attention points: batch, ctx, q_tokens, kv_len, us, kv_bytes_per_s, backend."""
     pts = [
         p
@@ -409,7 +409,7 @@ def attention_table(profile: dict, variant: str = "gqa", phase: str | None = Non
     return cols
 
 
-def attention_us(profile: dict, batch: int, ctx: int, q_tokens: int, variant: str = "gqa") -> float:
+def attention_us(profile: dict, batch: int, ctx: int, q_tokens: int, variant: str = "fold") -> float:
     """Attention time (us) from the table: nearest measured q_tokens (in log), then log-log
     interpolation over ctx for each measured batch and over batch between them (proportional
     beyond the largest measured batch or ctx)."""

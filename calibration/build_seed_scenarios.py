@@ -2,7 +2,7 @@
 
     python calibration/build_seed_scenarios.py      # rewrites calibration/scenarios/kimi-k2.5-seed*.json
 
-Reading of the seed (shared/seed/FACTS.md; see calibration/README.md for the argument):
+Reading of the seed (calibration/datasets/founding_case.md; see calibration/README.md for the argument):
 - GPU: not stated. 141 GB-class parts fit Kimi-K2.5 INT4 at TP8 with 11.14 GB free at graph
   capture; we assume H200 SXM (H20-3e would be the other candidate).
 - The plain decode step (baseline, 88.8 tok/s) replays a CUDA graph whose small all-reduces go
@@ -61,7 +61,7 @@ def scenario_dict(x: dict, tuned: bool) -> dict:
         "sources": {**engine.sources,
                     "graph_verify": "seed reading (assumption): the verify forward runs eagerly, the account's own hypothesis; "
                                     "SGLang normally captures TARGET_VERIFY (internals 1.H)",
-                    "continuous_decode_steps": "seed: --num-continuous-decode-steps 4 (FACTS.md)"},
+                    "continuous_decode_steps": "founding case: --num-continuous-decode-steps 4 (calibration/datasets/founding_case.md)"},
     })
     gpu = gpu.model_copy(update={"kernel_floor_us": x["kernel_floor_us"]})
     engine = engine.model_copy(update={
@@ -74,7 +74,7 @@ def scenario_dict(x: dict, tuned: bool) -> dict:
         "name": "NCCL (seed box, " + ("after NCCL_PROTO=LL NCCL_ALGO=Ring NCCL_P2P_LEVEL=SYS" if tuned else "default NCCL settings") + ")",
         "alpha_us": {8: x["nccl_alpha_tuned_us" if tuned else "nccl_alpha_untuned_us"]},
         "sources": {"alpha_us": "fitted to the seed's verify timings (calibration/build_seed_scenarios.py)",
-                    "bus_bytes_per_s": "nccl-tests H200 table (priors.md 1)"},
+                    "bus_bytes_per_s": "nccl-tests H200 table (https://github.com/microsoft/apex_plus/blob/main/profile/comm/H200-SXM-141GB/all_reduce.csv)"},
     })
     return {
         "gpu": gpu.model_dump(), "target": target.model_dump(), "draft": draft.model_dump(), "engine": engine.model_dump(),
@@ -157,7 +157,7 @@ def main() -> None:
             + ("after NCCL tuning (default)" if tuned else "before NCCL tuning")
         )
         d["provenance"] = {
-            "dataset": "calibration/datasets/kimi-k2.5-seed.json (shared/seed/FACTS.md)",
+            "dataset": "calibration/datasets/kimi-k2.5-seed.json (summary: calibration/datasets/founding_case.md)",
             "built_by": "calibration/build_seed_scenarios.py",
             "assumptions": [
                 "GPU type not stated: H200 SXM assumed (141 GB class; 11.14 GB free at graph capture)",

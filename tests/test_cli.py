@@ -144,7 +144,8 @@ def test_report_for_a_new_deployment(run_cli, tmp_path):
     code, _, err = run_cli("report", *DEPLOY, "--out", str(out))
     assert code == 0, err
     text = out.read_text()
-    assert NAME in text and "founding case" not in text.lower() and "kimi-k2.5-seed" not in text
+    head = text.split("\n## ")[0]  # title and summary: this deployment, not the founding case
+    assert NAME in head and "founding case" not in head.lower() and "kimi-k2.5-seed" not in text
 
 
 def test_new_model_scenario_carries_nothing_of_the_seed(run_cli, tmp_path):

@@ -376,10 +376,11 @@ def training_figure(whatif) -> go.Figure:
     target = _first_attr(whatif, ("target_samples", "samples_target"))
     tau_now, tau_target = _first_attr(whatif, ("tau_now",)), _first_attr(whatif, ("tau_target",))
     if now is not None and tau_now is not None:
-        fig.add_trace(go.Scatter(x=[now], y=[tau_now], mode="markers", name=f"now: tau {tau_now:.2f}",
+        fig.add_trace(go.Scatter(x=[now], y=[tau_now], mode="markers", name=f"now ({now:,.0f} samples): tau {tau_now:.2f}",
                                  marker=dict(symbol="circle", size=12, color="#111111")))
     if target is not None and tau_target is not None:
-        fig.add_trace(go.Scatter(x=[target], y=[tau_target], mode="markers", name=f"target: tau {tau_target:.2f}",
+        fig.add_trace(go.Scatter(x=[target], y=[tau_target], mode="markers",
+                                 name=f"target ({target:,.0f} samples): tau {tau_target:.2f}",
                                  marker=dict(symbol="star", size=16, color=PALETTE[2],
                                              line=dict(color="#000", width=1))))
     fig.add_annotation(text=payback_text(whatif), xref="paper", yref="paper", x=0.01, y=0.98, xanchor="left",

@@ -541,13 +541,20 @@ def _section_tables(d: ReportData) -> list[tuple[str, list[Table]]]:
     out.append((SECTIONS[3][1], vt))
     if d.whatif is not None:
         ch, cr = _whatif_curve_rows(d.whatif)
-        pairs, cost = _whatif_rows(d.whatif)
+        w = d.whatif
         wt: list[Table] = []
-        if pairs:
-            wt.append((f"what-if: train the draft head to {d.training_target_samples:,.0f} samples "
-                       "(target accept length with its band)", ["quantity", "now", "target"], pairs))
-        if cost:
-            wt.append(("investment and payback", ["item", "value"], cost))
+        title = (f"what-if: train the draft head to {d.training_target_samples:,.0f} samples "
+                 "(target accept length with its band)")
+        if callable(getattr(w, "rows", None)) and callable(getattr(w, "headers", None)):
+            # the what-if's own table: the scenario as configured, best steps now, best steps at the target
+            wt.append((title, list(w.headers()), [list(r) for r in w.rows()]))
+            wt.append(("investment and payback", ["item", "value"], [list(r) for r in w.cost_rows()]))
+        else:
+            pairs, cost = _whatif_rows(w)
+            if pairs:
+                wt.append((title, ["quantity", "now", "target"], pairs))
+            if cost:
+                wt.append(("investment and payback", ["item", "value"], cost))
         wt.append(("accept length and tok/s versus training samples (modeled)", ch, cr))
         out.append((SECTIONS[4][1], wt))
     else:
@@ -602,6 +609,8 @@ def _section_notes(d: ReportData) -> dict[str, str]:
         notes[SECTIONS[0][1]] += f" Warning: {w}."
     if d.whatif is None:
         notes[SECTIONS[4][1]] += f" ({d.whatif_error})"
+    elif callable(getattr(d.whatif, "source_lines", None)):
+        notes[SECTIONS[4][1]] += " " + "; ".join(d.whatif.source_lines()) + "."
     if not d.elasticities:
         notes[SECTIONS[5][1]] += f" ({d.elasticities_error or 'not available: no elasticities'})"
     return notes

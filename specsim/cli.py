@@ -244,8 +244,11 @@ def verify(
 
 
 @app.command()
-def scenarios(as_json: bool = typer.Option(False, "--json")) -> None:
-    """List the built-in scenarios (the first is the default)."""
+def scenarios(as_json: bool = JsonOpt) -> None:
+    """List the built-in scenarios (the first is the default) and the presets.
+
+    Example: specsim scenarios --json
+    """
     from .io.presets import DEFAULT_SCENARIO, builtin_scenarios, gpu_names, model_names
 
     sc = builtin_scenarios()
@@ -319,7 +322,10 @@ def calibrate(
     out: Path = typer.Option(..., "--out", "-o", help="scenario JSON to write"),
     as_json: bool = typer.Option(False, "--json", help="print the fit as JSON"),
 ) -> None:
-    """Fit the cost model to measured verify timings; write a scenario with uncertainty."""
+    """Fit the cost model to measured verify timings; write a scenario with uncertainty.
+
+    Example: specsim calibrate --model llama-3.1-8b --gpu h100 --tp 1 --point 4=7.6 --out my-box.json
+    """
     from .analysis.calibrate import base_scenario, fit, parse_point
     from .io.files import write_atomic
     from .output.render import table_text
@@ -379,9 +385,12 @@ def validate(
     dataset: str = typer.Argument(..., help="dataset JSON (or built-in name, e.g. kimi-k2.5-seed)"),
     fit_tokens: str = typer.Option("3,6", "--fit", help="token counts to calibrate on"),
     max_mape: float | None = typer.Option(None, "--max-mape", help="exit 1 if the MAPE (%) exceeds this"),
-    as_json: bool = typer.Option(False, "--json"),
+    as_json: bool = JsonOpt,
 ) -> None:
-    """Calibrate on a subset of measured points and score the prediction of all of them."""
+    """Calibrate on a subset of measured points and score the prediction of all of them.
+
+    Example: specsim validate calibration/datasets/kimi-k2.5-seed.json --fit 3 --max-mape 10
+    """
     from .analysis.calibrate import validate as _validate
     from .analysis.validate_sweeps import held_out_errors, is_sweeps_dataset, sweeps_text, validate_sweeps
     from .output.render import table_text
@@ -416,9 +425,12 @@ def validate(
 @app.command()
 def ingest(
     files: list[Path] = typer.Argument(..., help="SGLang server logs, bench_speculative/bench_serving JSONL, vLLM logs"),
-    as_json: bool = typer.Option(False, "--json"),
+    as_json: bool = JsonOpt,
 ) -> None:
-    """Summarise engine output: accept length, throughput, step time, per-position rates."""
+    """Summarise engine output: accept length, throughput, step time, per-position rates.
+
+    Example: specsim ingest examples/sglang_server.log examples/bench_speculative.jsonl
+    """
     from .io.ingest import ingest_files
     from .output.render import table_text
 

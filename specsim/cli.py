@@ -443,8 +443,9 @@ def ingest(
         return
     summ = res.summary()
     if summ:
-        keys = list(summ[0].keys())
-        typer.echo(table_text(keys, [[r.get(k) if r.get(k) is not None else "" for k in keys] for r in summ], "summary"))
+        from .output.render import ingest_summary_text
+
+        typer.echo(ingest_summary_text(summ))
     rates = res.acceptance_rates()
     if rates:
         typer.echo("per-position conditional acceptance: " + ", ".join(f"{r:.3f}" for r in rates))

@@ -275,3 +275,40 @@ def scenario_text(sc) -> str:
     if tail:
         out.append("\n".join(textwrap.fill(x, MAX_WIDTH, subsequent_indent="  ") for x in tail))
     return "\n\n".join(out)
+
+
+# ---- ingest -------------------------------------------------------------------------------------
+
+_INGEST_HEAD = {"source": "source", "steps": "steps", "topk": "topk", "num_draft_tokens": "draft tok", "batch": "batch",
+                "n": "n", "baseline": "base", "accept_length_mean": "accept", "tok_s_mean": "tok/s",
+                "tok_s_per_req_mean": "tok/s/req", "cycle_ms_mean": "cycle ms", "cycle_ms_median": "median ms",
+                "per_position_rates": "per-position rates"}
+
+
+def ingest_summary_text(summary: list[dict]) -> str:
+    """The ingest summary (one row per source/configuration) within 100 columns: short headers,
+    the median column only where it differs from the mean, and empty columns left out."""
+    if not summary:
+        return ""
+    keys = list(summary[0].keys())
+    keys = [k for k in keys if any(r.get(k) not in (None, "", [], ()) for r in summary)]
+    if "cycle_ms_median" in keys and all(r.get("cycle_ms_median") == r.get("cycle_ms_mean") for r in summary):
+        keys.remove("cycle_ms_median")
+
+    def cell(r, k):
+        v = r.get(k)
+        if v is None:
+            return ""
+        if k == "baseline":
+            return "yes" if v else ""
+        if isinstance(v, (list, tuple)):
+            return ", ".join(f"{x:.2f}" for x in v)
+        return v
+
+    rates = [(r, cell(r, "per_position_rates")) for r in summary if r.get("per_position_rates")]
+    keys = [k for k in keys if k != "per_position_rates"]  # listed below the table: they do not fit a column
+    rows = [[cell(r, k) for k in keys] for r in summary]
+    out = table_text([_INGEST_HEAD.get(k, k) for k in keys], rows, "summary")
+    for r, text in rates:
+        out += f"\nper-position rates ({r.get('source')}, steps {r.get('steps')}): {text}"
+    return fit_width(out)

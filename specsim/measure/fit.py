@@ -95,16 +95,23 @@ def fit_collective(op: str, n: int, sizes_bytes, t_us) -> dict:
     }
 
 
-def fit_linear(x, y) -> tuple[float, float]:
-    """Ordinary least squares ``y = a + b x`` with a, b >= 0 (graph replay: fixed + per node)."""
+def fit_linear(x, y, relative: bool = False) -> tuple[float, float]:
+    """Least squares ``y = a + b x`` with a, b >= 0 (graph replay: fixed + per node).
+
+    ``relative=True`` minimises the relative error, so small x (which fix ``a``) weigh as much as
+    large ones."""
     x = np.asarray(x, dtype=float)
     y = np.asarray(y, dtype=float)
-    ok = np.isfinite(x) & np.isfinite(y)
+    ok = np.isfinite(x) & np.isfinite(y) & ((y > 0) if relative else True)
     x, y = x[ok], y[ok]
     if x.size < 2:
         raise MeasureError("fit: need at least two points")
-    a, b = _nn_lstsq_2(np.stack([np.ones_like(x), x], axis=1), y)
-    return float(a), float(b)
+    A = np.stack([np.ones_like(x), x], axis=1)
+    b = y
+    if relative:
+        A, b = A / y[:, None], np.ones_like(y)
+    a0, b0 = _nn_lstsq_2(A, b)
+    return float(a0), float(b0)
 
 
 def fit_collectives_section(section: dict) -> dict:

@@ -544,10 +544,23 @@ def run_graph(c: Ctx) -> dict:
                 torch.cuda.synchronize()
                 gpu = stats([a.elapsed_time(b) * 1e3 for a, b in evs])
                 hs = stats(host)
+                # queued: 10 replays back to back between two events (the host stays ahead of the GPU)
+                qn = 10
+                qevs = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(7)]
+                for a, b in qevs:
+                    a.record()
+                    for _ in range(qn):
+                        g.replay()
+                    b.record()
+                torch.cuda.synchronize()
+                qs = stats([a.elapsed_time(b) * 1e3 / qn for a, b in qevs])
                 replay.append(
                     {
                         "nodes": N,
                         **{k_: gpu[k_] for k_ in ("us", "p10_us", "p90_us")},
+                        "queued_us": qs["us"],
+                        "queued_p10_us": qs["p10_us"],
+                        "queued_p90_us": qs["p90_us"],
                         "host_us": hs["us"],
                         "host_p90_us": hs["p90_us"],
                     }
@@ -558,12 +571,14 @@ def run_graph(c: Ctx) -> dict:
             c.progress.step(note=f"{N} nodes")
         if len(replay) >= 2:
             # steady state (queued replays): what a decode loop that keeps the GPU fed pays per replay
-            fixed, per = fit_linear([p["nodes"] for p in replay], [p["queued_us"] for p in replay])
+            fixed, per = fit_linear([p["nodes"] for p in replay], [p["queued_us"] for p in replay], relative=True)
             out["fixed_us"], out["per_node_us"] = fixed, per
             small = [p["us"] for p in replay if p["nodes"] <= 4]
             if small:
                 out["idle_replay_us"] = float(np.median(small))
-            out["fixed_isolated_us"] = fit_linear([p["nodes"] for p in replay], [p["us"] for p in replay])[0]
+            out["fixed_isolated_us"] = fit_linear(
+                [p["nodes"] for p in replay], [p["us"] for p in replay], relative=True
+            )[0]
             big = [p for p in replay if p["nodes"] >= 64]
             if len(big) >= 2:
                 out["per_node_us_large"] = fit_linear([p["nodes"] for p in big], [p["queued_us"] for p in big])[1]
@@ -614,7 +629,7 @@ def run_graph(c: Ctx) -> dict:
     out["notes"] = [
         "replay of a graph of N tiny kernels. us: CUDA events around one replay from an idle GPU (includes the "
         "launch latency; idle_replay_us = N <= 4); queued_us: per replay of 10 back to back; fixed_us + "
-        "per_node_us * N fitted to queued_us over all N (per_node_us_large: N >= 64); host_us: CPU time of "
+        "per_node_us * N fitted to queued_us over all N, relative error (per_node_us_large: N >= 64); host_us: CPU time of "
         "the g.replay() call",
         "eager: 1000 back-to-back launches; host_issue_us = CPU time per launch, wall_us = until the GPU is done",
     ]

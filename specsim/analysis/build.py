@@ -79,9 +79,12 @@ def fresh_scenario(model: str, gpu: str, tp: int, engine: str | None = None, *, 
         apply_dtype(t, dtype)
     model_label = _slug(model) if not any(c in model for c in "/\\") and not model.endswith(".json") else _slug(target.name)
     gkey = gpu_preset_key(gpu) or _slug(g.name)
+    if dtype is not None:
+        model_label += f"-{dtype}"
     data = {
         "name": name or f"{model_label}-{gkey}-tp{tp}-{preset_key('engines', engine or 'sglang') or _slug(eng.name)}",
-        "description": f"{target.name} + {draft.name} on {tp}x {g.name}, {eng.name} (presets only, not calibrated)",
+        "description": f"{target.name}{f' as {dtype}' if dtype else ''} + {draft.name} on {tp}x {g.name}, {eng.name} "
+                       "(presets only, not calibrated)",
         "gpu": g.model_dump(), "target": t, "draft": draft.model_dump(), "engine": eng.model_dump(),
         "parallel": {"tp": tp, "allreduce": ar.model_dump(), "allreduce_eager": None},
         "speculation": {"steps": 3, "topk": 1},

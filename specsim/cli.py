@@ -9,6 +9,10 @@ from pathlib import Path
 
 import typer
 
+from .io.args import install_click_number_checks  # noqa: E402
+
+install_click_number_checks()  # every float flag finite, every int flag bounded (one place)
+
 app = typer.Typer(
     add_completion=False,
     no_args_is_help=True,
@@ -34,37 +38,17 @@ def _fail(msg: str) -> None:
 
 
 def _floats(text: str | None, field: str) -> list[float] | None:
-    if text is None:
-        return None
-    try:
-        vals = [float(x) for x in text.replace(" ", "").split(",") if x]
-    except ValueError:
-        _fail(f"{field}: got {text!r}; expected comma-separated numbers, e.g. 0.8,0.6,0.4")
-    if not vals:
-        _fail(f"{field}: got {text!r}; expected at least one number")
-    return vals
+    """Comma list of finite numbers (specsim.io.args)."""
+    from .io.args import parse_floats
+
+    return None if text is None else parse_floats(text, field)
 
 
-def _ints(text: str, field: str) -> list[int]:
-    """Comma list of integers and inclusive ranges (1-10)."""
-    out: list[int] = []
-    try:
-        for part in text.replace(" ", "").split(","):
-            if not part:
-                continue
-            if "-" in part[1:]:
-                a, b = part.split("-", 1)
-                lo, hi = int(a), int(b)
-                if hi < lo:
-                    _fail(f"{field}: got range {part!r}; the end must be >= the start")
-                out.extend(range(lo, hi + 1))
-            else:
-                out.append(int(part))
-    except ValueError:
-        _fail(f"{field}: got {text!r}; expected integers or ranges, e.g. 1,3,6 or 1-10")
-    if not out:
-        _fail(f"{field}: got {text!r}; expected at least one integer")
-    return out
+def _ints(text: str, field: str, lo: int | None = None, hi: int | None = None) -> list[int]:
+    """Comma list of integers and inclusive ranges (1-10), sized before expansion (specsim.io.args)."""
+    from .io.args import parse_int_list
+
+    return parse_int_list(text, field, lo=lo, hi=hi)
 
 
 def _json_safe(obj):
@@ -83,16 +67,10 @@ def _json_safe(obj):
 
 
 def _samples(text: str | float, field: str) -> float:
-    """A sample count with an optional K/M/B suffix: 37K, 1.4M, 2e6."""
-    t = str(text).strip().upper().replace(",", "").replace("_", "")
-    mult = {"K": 1e3, "M": 1e6, "B": 1e9}.get(t[-1:], 1.0)
-    try:
-        v = float(t[:-1] if t[-1:] in "KMB" else t) * mult
-    except ValueError:
-        _fail(f"{field}: got {text!r}; expected a number of samples such as 37000, 37K or 1.4M")
-    if not v > 0:
-        _fail(f"{field}: got {text!r}; training samples must be > 0")
-    return v
+    """A sample count with an optional K/M/B suffix: 37K, 1.4M, 2e6 (finite, > 0)."""
+    from .io.args import parse_samples
+
+    return parse_samples(text, field)
 
 
 def _emit(obj: dict) -> None:
@@ -225,7 +203,7 @@ def verify(
     if breakdown:
         from .analysis.predict import operator_table
 
-        widths = _ints(tokens, "tokens")
+        widths = _ints(tokens, "tokens", lo=1, hi=65536)
         if len(widths) > 16:
             _fail(f"tokens: got {len(widths)} widths; --breakdown prints at most 16 tables")
         tables = [operator_table(w, scenario, **kw) for w in widths]
@@ -234,7 +212,7 @@ def verify(
         else:
             typer.echo("\n\n".join(repr(t) for t in tables))
         return
-    curve = verify_ms(_ints(tokens, "tokens"), scenario, **kw)
+    curve = verify_ms(_ints(tokens, "tokens", lo=1, hi=65536), scenario, **kw)
     if as_json or fmt == Fmt.json:
         _emit(curve.to_dict())
     elif fmt in (Fmt.markdown, Fmt.md):
@@ -326,10 +304,13 @@ def calibrate(
 
     Example: specsim calibrate --model llama-3.1-8b --gpu h100 --tp 1 --point 4=7.6 --out my-box.json
     """
-    from .analysis.calibrate import base_scenario, fit, parse_point
-    from .io.files import write_atomic
+    from .analysis.calibrate import MAX_BOOTSTRAP, base_scenario, fit, parse_point
+    from .io.files import check_output, write_atomic
     from .output.render import table_text
 
+    check_output(out)  # before any work or output: a bad --out must not follow a printed fit
+    if bootstrap < 0 or bootstrap > MAX_BOOTSTRAP:
+        _fail(f"bootstrap: got {bootstrap}; allowed 0 (Jacobian) or 10..{MAX_BOOTSTRAP} resamples")
     if batch is not None and batch < 1:
         _fail(f"batch: got {batch}; must be an integer >= 1")
     if ctx is not None and ctx < 0:
@@ -342,6 +323,7 @@ def calibrate(
         from .io.ingest import ingest_files
 
         res = ingest_files([str(f) for f in from_log])
+        ingest_idle = res.lines_idle
         for c in res.cycle_points():
             if c.get("baseline"):
                 if baseline_tok_s is None and c.get("tok_s"):
@@ -359,7 +341,8 @@ def calibrate(
         from .io.presets import scenario_from_dict
 
         sc = scenario_from_dict(data)
-        ingest_note = f"ingested {len(from_log)} file(s): {len(cycles)} cycle point(s), {res.lines_skipped} line(s) skipped"
+        ingest_note = (f"ingested {len(from_log)} file(s): {len(cycles)} cycle point(s), {res.lines_skipped} line(s) "
+                       f"skipped, {ingest_idle} idle/warm-up decode line(s) dropped")
     if bootstrap < 0:
         _fail(f"bootstrap: got {bootstrap}; must be 0 (Jacobian) or >= 10 resamples")
     result = fit(sc, pts, baseline_tok_s=baseline_tok_s, cycles=cycles, bootstrap=bootstrap)
@@ -434,7 +417,7 @@ def ingest(
     from .io.ingest import ingest_files
     from .output.render import table_text
 
-    res = ingest_files([str(f) for f in files])
+    res = ingest_files([str(f) for f in files], allow_empty=True)  # corrupt lines are never fatal
     if as_json:
         d = res.to_dict()
         d["summary"] = res.summary()
@@ -449,34 +432,17 @@ def ingest(
     rates = res.acceptance_rates()
     if rates:
         typer.echo("per-position conditional acceptance: " + ", ".join(f"{r:.3f}" for r in rates))
+    if not res.formats:
+        typer.echo("no recognisable SGLang/vLLM records", err=True)
     typer.echo(f"formats: {res.formats}; lines: {res.lines_total} read, {res.lines_skipped} skipped (corrupt), "
-               f"{res.lines_ignored} unrelated")
+               f"{res.lines_ignored} unrelated, {res.lines_idle} idle/warm-up decode lines dropped")
 
 
 def _float_list(text: str | None, field: str) -> list[float] | None:
-    """Comma list of floats and inclusive ranges START:STOP:STEP (e.g. 1.5:3.5:0.25)."""
-    if text is None:
-        return None
-    out: list[float] = []
-    try:
-        for part in text.replace(" ", "").split(","):
-            if not part:
-                continue
-            if ":" in part:
-                a, b, step = (float(x) for x in part.split(":"))
-                if step <= 0 or b < a:
-                    _fail(f"{field}: got {part!r}; need START:STOP:STEP with STOP >= START and STEP > 0")
-                n = int(round((b - a) / step)) + 1
-                if n > 100_000:
-                    _fail(f"{field}: got {part!r}; at most 100000 values per range")
-                out.extend(a + i * step for i in range(n) if a + i * step <= b + 1e-9)
-            else:
-                out.append(float(part))
-    except ValueError:
-        _fail(f"{field}: got {text!r}; expected numbers or START:STOP:STEP ranges")
-    if not out:
-        _fail(f"{field}: got {text!r}; the range is empty")
-    return out
+    """Comma list of finite floats and inclusive ranges START:STOP:STEP (e.g. 1.5:3.5:0.25), sized first."""
+    from .io.args import parse_float_ranges
+
+    return None if text is None else parse_float_ranges(text, field)
 
 
 @app.command()
@@ -773,11 +739,14 @@ def report(
     from .analysis.build import build_scenario
     from .output.report import write_report
 
+    from .io.files import check_output
+
     samples = _samples(whatif, "whatif")
     now = _samples(current_samples, "current-samples") if current_samples is not None else None
     suffix = out.suffix.lower()
     if fmt is None and suffix not in (".html", ".htm", ".md", ".markdown"):
         _fail(f"out: got {str(out)!r}; use a .html or .md file name, or give --format html|md")
+    check_output(out)
     scenario, kw = _split_scenario(deploy or {})
     sc = build_scenario(scenario, **kw)
     used = write_report(out, fmt=fmt, scenario=sc, sweep_steps=_ints(sweep, "sweep"),
@@ -788,12 +757,26 @@ def report(
 
 def main(argv: list[str] | None = None) -> None:
     """Console entry point: SpecsimError and click usage errors exit 2 with one line, no traceback."""
-    from .errors import SpecsimError, one_line
+    import warnings
+
+    from pydantic import ValidationError
+
+    from .errors import SpecsimError, from_validation_error, one_line
+    from .io.args import click_message_to_field
 
     try:
-        rv = app(args=argv, standalone_mode=False, prog_name="specsim")
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)  # numpy warnings are not output; errors say what failed
+            rv = app(args=argv, standalone_mode=False, prog_name="specsim")
     except SpecsimError as exc:
         typer.echo(f"error: {one_line(exc)}", err=True)
+        sys.exit(2)
+    except ValidationError as exc:  # a model built from user input outside scenario_from_dict
+        typer.echo(f"error: {one_line(from_validation_error(exc))}", err=True)
+        sys.exit(2)
+    except (RecursionError, OverflowError, ZeroDivisionError, MemoryError) as exc:
+        typer.echo(f"error: input: values out of the modelled range ({type(exc).__name__}: {one_line(exc)[:120]})",
+                   err=True)
         sys.exit(2)
     except typer.Exit as exc:
         sys.exit(exc.exit_code)
@@ -802,7 +785,7 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(130)
     except Exception as exc:  # click usage errors (vendored by typer) and bad files: one line, exit 2
         if hasattr(exc, "format_message"):
-            msg = one_line(exc.format_message())
+            msg = click_message_to_field(one_line(exc.format_message()))
             if msg:  # no-args help has already been shown and carries no message
                 typer.echo(f"error: {msg}", err=True)
             sys.exit(getattr(exc, "exit_code", 2) or 2)

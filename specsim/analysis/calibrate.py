@@ -22,6 +22,7 @@ from ..physics.schema import Scenario
 
 Z90 = 1.6448536269514722
 MEAS_REL_SIGMA = 0.02  # a measured forward time is good to ~2 %
+MAX_BOOTSTRAP = 2000  # bootstrap refits (each a full least-squares fit)
 MAX_RESIDUAL_PCT = 60.0  # beyond this the inputs, not the parameters, are wrong
 
 # flat parameter -> (unit, meaning, prior log-sigma, lower, upper)
@@ -230,6 +231,8 @@ def fit(
     except np.linalg.LinAlgError:
         cov = np.linalg.pinv(J.T @ J)
     if bootstrap:
+        if bootstrap > MAX_BOOTSTRAP:
+            raise SpecsimError("bootstrap", bootstrap, f"allowed at most {MAX_BOOTSTRAP} resamples")
         if bootstrap < 10:
             raise SpecsimError("bootstrap", bootstrap, "use at least 10 resamples (or 0 for the Jacobian covariance)")
         import sys
@@ -412,30 +415,20 @@ def load_dataset(path: str) -> dict:
     import json
     from pathlib import Path
 
+    from ..io.checks import check_dataset
+    from ..io.safe_read import loads_bounded, read_json_file
+
     f = Path(path)
-    if not f.exists():
+    if not f.exists() and not f.is_symlink():
         from ..io.presets import data_root
 
         cand = data_root("calibration").joinpath("datasets", f"{path}.json")
         if not cand.is_file():
             raise SpecsimError("dataset", path, "no such file (built-in datasets: kimi-k2.5-seed)")
-        text = cand.read_text(encoding="utf-8")
+        d = loads_bounded(cand.read_text(encoding="utf-8"), "dataset", path)
     else:
-        try:
-            text = f.read_text(encoding="utf-8")
-        except OSError as exc:
-            raise SpecsimError("dataset", path, f"unreadable ({exc})") from None
-    try:
-        d = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise SpecsimError("dataset", path, f"not valid JSON ({exc})") from None
-    for key in ("model", "gpu", "tp", "points"):
-        if key not in d:
-            raise SpecsimError("dataset", path, f"missing key '{key}' (need model, gpu, tp, points)")
-    pts = d["points"]
-    if not isinstance(pts, list) or not pts or not all(isinstance(x, dict) and "tokens" in x and "ms" in x for x in pts):
-        raise SpecsimError("dataset.points", path, "must be a non-empty list of {tokens, ms}")
-    return d
+        d = read_json_file(f, "dataset")
+    return check_dataset(d, f.name)
 
 
 def dataset_scenario(d: dict) -> Scenario:

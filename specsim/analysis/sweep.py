@@ -21,6 +21,7 @@ from ..physics.acceptance import rates_for
 from .build import build_scenario, check_tp
 
 MAX_STEPS = 64
+MAX_SWEEP_POINTS = 10_000_000  # configurations in one sweep (~100 bytes of columns each)
 AXES = ("accept", "tp", "batch", "ctx", "gpu", "allreduce_scale")
 COLUMNS = ("steps", "topk", "draft_tokens", "accept_length", "tp", "batch", "ctx", "gpu", "allreduce_scale",
            "tok_s", "baseline_tok_s", "speedup", "cycle_ms", "verify_ms")
@@ -67,15 +68,12 @@ class SweepResult:
                 "ranked": self.ranked(top), "notes": self.notes}
 
     def to_csv(self) -> str:
-        lines = [",".join(COLUMNS)]
-        cols = [self.columns[c] for c in COLUMNS]
-        for i in range(self.n):
-            vals = []
-            for c, col in zip(COLUMNS, cols):
-                v = col[i]
-                vals.append(self.gpu_names[int(v)] if c == "gpu" else (str(int(v)) if c in ("steps", "topk", "draft_tokens", "tp", "batch", "ctx") else f"{v:.6g}"))
-            lines.append(",".join(vals))
-        return "\n".join(lines) + "\n"
+        """Every configuration as CSV (vectorised formatting: floats to 6 significant digits)."""
+        from ..io.csvfmt import columns_to_csv
+
+        ints = ("steps", "topk", "draft_tokens", "tp", "batch", "ctx")
+        cols = [("label" if c == "gpu" else "int" if c in ints else "float", self.columns[c]) for c in COLUMNS]
+        return columns_to_csv(list(COLUMNS), cols, {COLUMNS.index("gpu"): self.gpu_names})
 
     def __repr__(self) -> str:
         from ..output.render import table_text
@@ -110,6 +108,8 @@ def _check_list(name: str, values, lo=None, hi=None, integer=False):
     if not vals:
         raise SpecsimError(name, values, "the range is empty")
     for v in vals:
+        if isinstance(v, bool) or not isinstance(v, (int, float, np.integer, np.floating)) or not np.isfinite(v):
+            raise SpecsimError(name, v, "allowed: finite numbers")
         if integer and int(v) != v:
             raise SpecsimError(name, v, "must be integers")
         if lo is not None and v < lo:
@@ -148,7 +148,7 @@ def sweep(
     tp = _check_list("tp", tp, 1, 1024, True)
     batch = _check_list("batch", batch, 1, 1_000_000, True)
     ctx = _check_list("ctx", ctx, 0, 10_000_000, True)
-    allreduce_scale = _check_list("allreduce-scale", allreduce_scale, 1e-6)
+    allreduce_scale = _check_list("allreduce-scale", allreduce_scale, 1e-6, 1e6)
     if allreduce_scale is not None and any(v <= 0 for v in allreduce_scale):
         raise SpecsimError("allreduce-scale", allreduce_scale, "scales must be > 0")
     if accept is not None and accept_rates is not None:
@@ -247,6 +247,9 @@ def sweep(
     if not combos:
         raise SpecsimError("draft-tokens", draft_tokens, "no (steps, topk, draft_tokens) combination is valid: need draft_tokens-1 <= topk+(steps-1)*topk^2")
     total = len(combos) * int(np.prod(full))
+    if total > MAX_SWEEP_POINTS:
+        raise SpecsimError("sweep", f"{total:,} configurations",
+                           f"allowed at most {MAX_SWEEP_POINTS:,} per sweep; narrow the ranges or split the sweep")
     show = progress if progress is not None else total > 5_000_000  # ~0.5 s and more
     out: dict[str, list[np.ndarray]] = {c: [] for c in COLUMNS}
     grids = np.meshgrid(np.arange(full[0]), np.asarray(tps, float), np.asarray(batch or [sc.workload.batch], float),

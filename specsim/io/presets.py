@@ -125,12 +125,12 @@ def load_scenario(name_or_file: str | None = None) -> Scenario:
     """A built-in scenario by name, or a scenario JSON file (as written by dump/calibrate)."""
     name = name_or_file or DEFAULT_SCENARIO
     builtins = builtin_scenarios()
+    if name_or_file is not None and not str(name_or_file).strip():  # "" is not "the default"
+        raise SpecsimError("scenario", name_or_file, f"give a built-in name or a file; built-in scenarios: {', '.join(builtins)}")
     if name in builtins:
         return _builtin_scenario(name)
     from .safe_read import read_json_file
 
-    if name_or_file is not None and not str(name_or_file).strip():
-        raise SpecsimError("scenario", name_or_file, f"give a built-in name or a file; built-in scenarios: {', '.join(builtins)}")
     path = Path(name)
     if not path.exists() and not path.is_symlink() and name != "-":
         raise SpecsimError("scenario", name, f"not a file; built-in scenarios: {', '.join(builtins)}")

@@ -1,0 +1,210 @@
+"""Numbers from command-line flags: finite, bounded and sized before anything is expanded.
+
+* every ``float`` option of the CLI refuses ``nan``, ``inf`` and overflowing values such as
+  ``1e999``; every ``int`` option refuses values beyond +-1e15 (specific physical ranges are
+  checked where the value is used, naming the field) -- :func:`install_click_number_checks`
+  patches the two click types typer uses, so the check holds for every command at once;
+* lists and ranges (``1,3,6``, ``1-10``, ``1.5:3.5:0.25``) are sized before they are built:
+  ``--steps 1-1000000000`` is refused with the count and the limit, without allocating;
+* sample counts (``37K``, ``1.4M``) are finite and positive.
+
+Errors are :class:`~specsim.errors.SpecsimError` with the flag's name as the field.
+"""
+
+from __future__ import annotations
+
+import math
+
+from ..errors import SpecsimError, short_repr
+
+MAX_LIST_VALUES = 100_000  # values in one flag's list or range, after expansion
+MAX_INT_FLAG = 10**15
+MAX_SAMPLES = 1e13
+
+
+def _int_token(tok: str, field: str, text: str) -> int:
+    t = tok.strip()
+    if not t or len(t) > 20 or not (t.isascii() and t.lstrip("+-").isdigit()):
+        raise SpecsimError(field, text, "expected integers or ranges, e.g. 1,3,6 or 1-10")
+    v = int(t)
+    if abs(v) > MAX_INT_FLAG:
+        raise SpecsimError(field, v, f"allowed: integers of magnitude <= {MAX_INT_FLAG:.0e}")
+    return v
+
+
+def parse_int_list(text: str, field: str, *, lo: int | None = None, hi: int | None = None,
+                   max_values: int = MAX_LIST_VALUES) -> list[int]:
+    """Comma list of integers and inclusive ranges ``A-B``; the count is checked first."""
+    parts = [p for p in str(text).replace(" ", "").split(",") if p]
+    if not parts:
+        raise SpecsimError(field, text, "expected at least one integer")
+    spans: list[tuple[int, int]] = []
+    count = 0
+    for part in parts:
+        if "-" in part[1:]:
+            cut = part.index("-", 1)
+            a, b = _int_token(part[:cut], field, text), _int_token(part[cut + 1:], field, text)
+            if b < a:
+                raise SpecsimError(field, part, "the end of a range must be >= its start")
+        else:
+            a = b = _int_token(part, field, text)
+        count += b - a + 1
+        if count > max_values:
+            raise SpecsimError(field, text, f"{count:,} values or more; allowed at most {max_values:,} per flag")
+        spans.append((a, b))
+    for a, b in spans:
+        if lo is not None and a < lo:
+            raise SpecsimError(field, a, f"allowed: integers >= {lo}" + (f" and <= {hi}" if hi is not None else ""))
+        if hi is not None and b > hi:
+            raise SpecsimError(field, b, f"allowed: integers <= {hi}" + (f" and >= {lo}" if lo is not None else ""))
+    out: list[int] = []
+    for a, b in spans:
+        out.extend(range(a, b + 1))
+    return out
+
+
+def finite(value: float, field: str) -> float:
+    if not math.isfinite(value):
+        raise SpecsimError(field, value, "allowed: a finite number")
+    return value
+
+
+def _float_token(tok: str, field: str, text: str) -> float:
+    try:
+        v = float(tok)
+    except ValueError:
+        raise SpecsimError(field, text, "expected comma-separated numbers, e.g. 0.8,0.6,0.4") from None
+    if not math.isfinite(v):
+        raise SpecsimError(field, tok, "allowed: finite numbers (no nan, inf or overflowing values)")
+    return v
+
+
+def parse_floats(text: str, field: str) -> list[float]:
+    """Comma list of finite numbers."""
+    vals = [_float_token(x, field, text) for x in str(text).replace(" ", "").split(",") if x]
+    if not vals:
+        raise SpecsimError(field, text, "expected at least one number")
+    if len(vals) > MAX_LIST_VALUES:
+        raise SpecsimError(field, f"{len(vals):,} values", f"allowed at most {MAX_LIST_VALUES:,}")
+    return vals
+
+
+def parse_float_ranges(text: str, field: str, *, max_values: int = MAX_LIST_VALUES) -> list[float]:
+    """Comma list of finite numbers and ranges ``START:STOP:STEP`` (inclusive), sized first."""
+    parts = [p for p in str(text).replace(" ", "").split(",") if p]
+    if not parts:
+        raise SpecsimError(field, text, "the list is empty")
+    plan: list[tuple[float, float, int]] = []
+    count = 0
+    for part in parts:
+        if ":" in part:
+            bits = part.split(":")
+            if len(bits) != 3:
+                raise SpecsimError(field, part, "a range is START:STOP:STEP, e.g. 1.5:3.5:0.25")
+            a, b, step = (_float_token(x, field, text) for x in bits)
+            if not step > 0 or b < a:
+                raise SpecsimError(field, part, "need START:STOP:STEP with STOP >= START and STEP > 0")
+            span = (b - a) / step
+            if not math.isfinite(span) or span + 1 > max_values:
+                n = "too many" if not math.isfinite(span) else f"{int(span) + 1:,}"
+                raise SpecsimError(field, part, f"{n} values; allowed at most {max_values:,} per flag")
+            n = int(math.floor(span + 1e-9)) + 1
+            if n > 1 and a + (n - 1) * step == a:
+                raise SpecsimError(field, part, "STEP is too small to change START; give a larger step")
+        else:
+            a, step, n = _float_token(part, field, text), 0.0, 1
+        count += n
+        if count > max_values:
+            raise SpecsimError(field, text, f"{count:,} values or more; allowed at most {max_values:,} per flag")
+        plan.append((a, step, n))
+    out: list[float] = []
+    for a, step, n in plan:
+        out.extend(a + i * step for i in range(n))
+    return out
+
+
+def parse_samples(text: str | float, field: str) -> float:
+    """A sample count with an optional K/M/B suffix: 37K, 1.4M, 2e6 (finite, > 0, <= 1e13)."""
+    t = str(text).strip().upper().replace(",", "").replace("_", "")
+    mult = {"K": 1e3, "M": 1e6, "B": 1e9}.get(t[-1:], 1.0)
+    try:
+        v = float(t[:-1] if t[-1:] in ("K", "M", "B") else t) * mult
+    except ValueError:
+        raise SpecsimError(field, text, "expected a number of samples such as 37000, 37K or 1.4M") from None
+    if not math.isfinite(v) or not 0 < v <= MAX_SAMPLES:
+        raise SpecsimError(field, text, f"allowed: a sample count in (0, {MAX_SAMPLES:.0e}]")
+    return v
+
+
+# ---- click (vendored by typer): every float / int option of every command ----------------------
+
+_INSTALLED = False
+
+
+def _check_number(v, fail) -> None:
+    if isinstance(v, bool):
+        return
+    if isinstance(v, float) and not math.isfinite(v):
+        fail(f"got {short_repr(v)}; allowed: a finite number")
+    if isinstance(v, int) and abs(v) > MAX_INT_FLAG:
+        fail(f"got {short_repr(v)}; allowed: an integer of magnitude <= {MAX_INT_FLAG:.0e}")
+
+
+def install_click_number_checks() -> None:
+    """Make every float option refuse non-finite values and every int option values beyond 1e15.
+
+    typer >= 0.2x coerces parameters with pydantic ``TypeAdapter``s (``typer._coercion``); older
+    versions use click's FLOAT / INT types. Either hook is wrapped; if neither exists the CLI
+    still works and the checks downstream (schema, builders) still apply.
+    """
+    global _INSTALLED
+    if _INSTALLED:
+        return
+    _INSTALLED = True
+    try:
+        from typer import _coercion
+
+        from typer._click.exceptions import BadParameter
+
+        orig = _coercion.AdapterRuntimeParam._coerce_value
+
+        def coerce(self, value, param, ctx):
+            v = orig(self, value, param, ctx)
+
+            def fail(msg: str) -> None:
+                raise BadParameter(msg, ctx=ctx, param=param)
+
+            for item in (v if isinstance(v, (list, tuple)) else (v,)):
+                _check_number(item, fail)
+            return v
+
+        _coercion.AdapterRuntimeParam._coerce_value = coerce  # type: ignore[method-assign]
+        return
+    except (ImportError, AttributeError):  # pragma: no cover - other typer versions
+        pass
+    try:  # pragma: no cover - typer with click types
+        import click.types as ct  # type: ignore[import-not-found]
+    except ImportError:  # pragma: no cover
+        return
+    for cls in (ct.FloatParamType, ct.IntParamType):  # pragma: no cover
+        orig_convert = cls.convert
+
+        def convert(self, value, param, ctx, _orig=orig_convert):
+            v = _orig(self, value, param, ctx)
+            _check_number(v, lambda msg: self.fail(msg, param, ctx))
+            return v
+
+        cls.convert = convert  # type: ignore[method-assign]
+
+
+def click_message_to_field(msg: str) -> str:
+    """``Invalid value for '--scale': got 'inf'; ...`` -> ``scale: got 'inf'; ...`` (one line)."""
+    import re
+
+    m = re.match(r"Invalid value for '?(?:-[a-z], )?--([A-Za-z0-9-]+)(?:' / '--[A-Za-z0-9-]+)?'?: (.*)$", msg)
+    if m:
+        return f"{m.group(1)}: {m.group(2)}"
+    m = re.match(r"Invalid value for '([A-Z_]+)': (.*)$", msg)
+    if m:
+        return f"{m.group(1).lower()}: {m.group(2)}"
+    return msg

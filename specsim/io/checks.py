@@ -1,0 +1,67 @@
+"""Field checks for plain JSON data (datasets): numbers are numbers, finite and in range.
+
+Each check names the field (``dataset x.json: points.2.tokens``) and says what is allowed;
+booleans are not numbers, ``"88.8"`` is not a number, ``3.7`` is not an integer.
+"""
+
+from __future__ import annotations
+
+import math
+
+from ..errors import SpecsimError
+
+
+def is_number(v: object) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
+def check_int(v: object, field: str, lo: int, hi: int) -> int:
+    if not is_number(v) or (isinstance(v, float) and not (math.isfinite(v) and v.is_integer())):
+        raise SpecsimError(field, v, f"allowed: an integer in [{lo}, {hi}]")
+    iv = int(v)  # type: ignore[arg-type]
+    if not lo <= iv <= hi:
+        raise SpecsimError(field, v, f"allowed: an integer in [{lo}, {hi}]")
+    return iv
+
+
+def check_number(v: object, field: str, lo: float, hi: float, *, lo_open: bool = False) -> float:
+    ok = is_number(v) and math.isfinite(float(v))  # type: ignore[arg-type]
+    fv = float(v) if ok else math.nan  # type: ignore[arg-type]
+    if not ok or fv > hi or fv < lo or (lo_open and fv == lo):
+        rng = f"({lo:g}, {hi:g}]" if lo_open else f"[{lo:g}, {hi:g}]"
+        raise SpecsimError(field, v, f"allowed: a finite number in {rng}")
+    return fv
+
+
+def check_dataset(d: object, name: str) -> dict:
+    """A measured-points dataset: an object with model, gpu, tp and a non-empty points list of
+    ``{tokens, ms[, batch]}``; optional ``baseline_tok_s``, ``ctx``, ``batch``."""
+    f = f"dataset {name}"
+    if not isinstance(d, dict):
+        raise SpecsimError(f, None, "must hold a JSON object with model, gpu, tp and points", show_value=False)
+    for key in ("model", "gpu", "tp", "points"):
+        if key not in d:
+            raise SpecsimError(f"{f}: {key}", None, "required field is missing (need model, gpu, tp, points)",
+                               show_value=False)
+    for key in ("model", "gpu"):
+        if not isinstance(d[key], str) or not d[key].strip():
+            raise SpecsimError(f"{f}: {key}", d[key], "allowed: a preset name or config path (a string)")
+    check_int(d["tp"], f"{f}: tp", 1, 4096)
+    for key, lo, hi in (("ctx", 0, 100_000_000), ("batch", 1, 1_000_000)):
+        if d.get(key) is not None:
+            check_int(d[key], f"{f}: {key}", lo, hi)
+    if d.get("baseline_tok_s") is not None:
+        check_number(d["baseline_tok_s"], f"{f}: baseline_tok_s", 0.0, 1e9, lo_open=True)
+    pts = d["points"]
+    if not isinstance(pts, list) or not pts:
+        raise SpecsimError(f"{f}: points", None, "must be a non-empty list of {tokens, ms}", show_value=False)
+    if len(pts) > 100_000:
+        raise SpecsimError(f"{f}: points", f"{len(pts):,} points", "allowed at most 100,000")
+    for i, x in enumerate(pts):
+        if not isinstance(x, dict) or "tokens" not in x or "ms" not in x:
+            raise SpecsimError(f"{f}: points.{i}", None, "must be an object {tokens, ms[, batch]}", show_value=False)
+        check_int(x["tokens"], f"{f}: points.{i}.tokens", 1, 65536)
+        check_number(x["ms"], f"{f}: points.{i}.ms", 0.0, 1e7, lo_open=True)
+        if x.get("batch") is not None:
+            check_int(x["batch"], f"{f}: points.{i}.batch", 1, 1_000_000)
+    return d

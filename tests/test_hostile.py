@@ -1,0 +1,435 @@
+"""Hostile-input battery (issue 11): no traceback, no hang, no unbounded work, no nonsense accepted.
+
+Every named case of the issue is a row below. Each must exit 2 with exactly one stderr line
+``error: FIELD: ...`` naming the field, write no file, and finish fast. A few run in a
+subprocess under a 1.5 GiB address-space limit and a timeout (the unbounded-allocation cases);
+the rest run in-process. Property tests (hypothesis) cover each input boundary.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import resource
+import signal
+import stat
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from specsim.cli import main
+from specsim.errors import SpecsimError
+
+ROOT = Path(__file__).resolve().parents[1]
+HF = Path(__file__).parent / "fixtures" / "hf"
+LLAMA_CFG = json.loads((HF / "llama-3.1-8b-instruct" / "config.json").read_text())
+
+
+def run(capsys, *args: str) -> tuple[int, str, str]:
+    try:
+        main(list(args))
+        code = 0
+    except SystemExit as exc:
+        code = exc.code if isinstance(exc.code, int) else 1
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def assert_refused(code: int, err: str, field: str) -> None:
+    lines = [ln for ln in err.splitlines() if ln.strip()]
+    assert code == 2, err
+    assert len(lines) == 1, err
+    assert lines[0].startswith("error: ") and field in lines[0], lines[0]
+    assert "Traceback" not in err
+
+
+# ---- files the table refers to ---------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def files(tmp_path_factory) -> dict[str, str]:
+    d = tmp_path_factory.mktemp("hostile")
+    f: dict[str, str] = {}
+
+    def put(name: str, text: str) -> None:
+        (d / name).write_text(text)
+        f[name] = str(d / name)
+
+    put("deep.json", "[" * 100_000)
+    put("deep_obj.json", '{"a":' * 50_000)
+    for name, text in (("null.json", "null"), ("five.json", "5"), ("string.json", '"x"')):
+        put(name, text)
+    ds = {"model": "kimi-k2.5", "gpu": "h200", "tp": 8, "points": [{"tokens": 3, "ms": 25.6}, {"tokens": 6, "ms": 28.7}]}
+    put("tp_null.json", json.dumps({**ds, "tp": None}))
+    put("tp_true.json", json.dumps({**ds, "tp": True}))
+    put("baseline_str.json", json.dumps({**ds, "baseline_tok_s": "88.8"}))
+    put("tokens_inf.json", json.dumps(ds).replace('"tokens": 3,', '"tokens": 1e999,'))
+    put("tokens_frac.json", json.dumps(ds).replace('"tokens": 3,', '"tokens": 3.7,'))
+    put("ms_nan.json", json.dumps(ds).replace('"ms": 25.6', '"ms": NaN'))
+    # scenarios derived from the default one
+    from specsim.io.presets import load_scenario
+
+    base = json.loads(load_scenario().model_dump_json())
+
+    def scen(name: str, path: list[str], value) -> None:
+        data = json.loads(json.dumps(base))
+        node = data
+        for k in path[:-1]:
+            node = node[k]
+        node[path[-1]] = value
+        put(name, json.dumps(data).replace('"__NaN__"', "NaN").replace('"__Inf__"', "Infinity"))
+
+    scen("accept_nan.json", ["acceptance"], {"accept_length": "__NaN__"})
+    scen("hbm_inf.json", ["gpu", "hbm_bytes_per_s"], "__Inf__")
+    scen("capture_neg.json", ["engine", "capture_batch_sizes"], [-4, 0])
+    scen("floor_inf.json", ["gpu", "kernel_floor_us"], "__Inf__")
+    scen("launch_huge.json", ["engine", "eager_launch_us"], 1e308)
+    scen("layers_huge.json", ["target", "num_layers"], 10**9)
+    scen("batch_huge.json", ["workload", "batch"], 10**26)
+    scen("layers_bool.json", ["target", "num_layers"], True)
+    scen("layers_str.json", ["target", "num_layers"], "61")
+    scen("tp_frac.json", ["parallel", "tp"], 8.5)
+    # HF configs
+    for name, key, value in (("hf_heads0", "num_attention_heads", 0), ("hf_hidden_inf", "hidden_size", "__Inf__"),
+                             ("hf_indivisible", "hidden_size", 4097), ("hf_layers_true", "num_hidden_layers", True),
+                             ("hf_layers_frac", "num_hidden_layers", 31.5)):
+        cfg = {k: v for k, v in LLAMA_CFG.items() if k != "head_dim"}
+        cfg[key] = value
+        (d / name).mkdir()
+        (d / name / "config.json").write_text(json.dumps(cfg).replace('"__Inf__"', "1e999"))
+        f[name] = str(d / name / "config.json")
+    moe = json.loads((HF / "qwen3-30b-a3b" / "config.json").read_text())
+    moe["num_experts"] = 127.9
+    (d / "hf_experts_frac").mkdir()
+    (d / "hf_experts_frac" / "config.json").write_text(json.dumps(moe))
+    f["hf_experts_frac"] = str(d / "hf_experts_frac" / "config.json")
+    fifo = d / "fifo"
+    os.mkfifo(fifo)
+    f["fifo"] = str(fifo)
+    f["dir"] = str(d)
+    f["out"] = str(d / "out.json")
+    return f
+
+
+# (id, argv with {placeholders}, field named in the error)
+CASES = [
+    # tracebacks before
+    ("deep-json-scenario", ["predict", "--scenario", "{deep.json}"], "scenario"),
+    ("deep-json-object-scenario", ["predict", "--scenario", "{deep_obj.json}"], "scenario"),
+    ("deep-json-model", ["predict", "--model", "{deep.json}"], "model"),
+    ("deep-json-dataset", ["validate", "{deep.json}"], "dataset"),
+    ("validate-null", ["validate", "{null.json}"], "dataset"),
+    ("validate-5", ["validate", "{five.json}"], "dataset"),
+    ("validate-string", ["validate", "{string.json}"], "dataset"),
+    ("validate-tp-null", ["validate", "{tp_null.json}"], "tp"),
+    ("validate-tp-true", ["validate", "{tp_true.json}"], "tp"),
+    ("validate-baseline-str", ["validate", "{baseline_str.json}"], "baseline_tok_s"),
+    ("validate-tokens-1e999", ["validate", "{tokens_inf.json}"], "tokens"),
+    ("validate-ms-nan", ["validate", "{ms_nan.json}"], "ms"),
+    ("hf-heads-0", ["predict", "--model", "{hf_heads0}"], "num_attention_heads"),
+    ("hf-hidden-1e999", ["predict", "--model", "{hf_hidden_inf}"], "hidden_size"),
+    ("batch-400-zeros", ["predict", "--batch", "1" + "0" * 400], "batch"),
+    ("sweep-accept-1-inf-1", ["sweep", "--accept", "1:inf:1"], "accept"),
+    ("sweep-accept-tiny-step", ["sweep", "--accept", "1:1e308:1e-308"], "accept"),
+    ("whatif-allreduce-scale-inf", ["whatif", "allreduce", "--scale", "inf"], "scale"),
+    ("scenario-floor-inf", ["predict", "--scenario", "{floor_inf.json}"], "kernel_floor_us"),
+    ("scenario-launch-1e308", ["predict", "--scenario", "{launch_huge.json}"], "eager_launch_us"),
+    # unbounded reads / allocations before
+    ("dev-zero-scenario", ["predict", "--scenario", "/dev/zero"], "scenario"),
+    ("dev-zero-model", ["predict", "--model", "/dev/zero"], "model"),
+    ("dev-zero-dataset", ["validate", "/dev/zero"], "dataset"),
+    ("dev-zero-log", ["ingest", "/dev/zero"], "file"),
+    ("dev-zero-from-log", ["calibrate", "--model", "kimi-k2.5", "--gpu", "h200", "--tp", "8", "--point", "3=25.6",
+                           "--from-log", "/dev/zero", "--out", "{out}"], "file"),
+    ("fifo-scenario", ["predict", "--scenario", "{fifo}"], "scenario"),
+    ("fifo-log", ["ingest", "{fifo}"], "file"),
+    ("sweep-steps-1e9", ["sweep", "--steps", "1-1000000000"], "steps"),
+    ("verify-tokens-1e8", ["verify", "--tokens", "1-100000000"], "tokens"),
+    ("sweep-1e9-configs", ["sweep", "--steps", "1-64", "--topk", "1-64", "--batch", "1-1000", "--ctx", "1-4000"], "sweep"),
+    ("bootstrap-1e9", ["calibrate", "--model", "kimi-k2.5", "--gpu", "h200", "--tp", "8", "--point", "3=25.6",
+                       "--point", "6=28.7", "--bootstrap", "1000000000", "--out", "{out}"], "bootstrap"),
+    # nonsense accepted before
+    ("sweep-accept-nan", ["sweep", "--accept", "nan"], "accept"),
+    ("sweep-allreduce-nan", ["sweep", "--allreduce-scale", "nan"], "allreduce-scale"),
+    ("sweep-allreduce-inf", ["sweep", "--allreduce-scale", "inf"], "allreduce-scale"),
+    ("sweep-top-0", ["sweep", "--top", "0"], "top"),
+    ("sweep-top-neg", ["sweep", "--top", "-1"], "top"),
+    ("verify-tokens-1e20", ["verify", "--tokens", "100000000000000000000"], "tokens"),
+    ("verify-tokens-huge-width", ["verify", "--tokens", "1000000"], "tokens"),
+    ("draft-tokens-200000", ["predict", "--topk", "4", "--draft-tokens", "200000"], "num_draft_tokens"),
+    ("scenario-empty-name", ["predict", "--scenario", ""], "scenario"),
+    ("scenario-accept-nan", ["predict", "--scenario", "{accept_nan.json}"], "accept_length"),
+    ("scenario-hbm-inf", ["predict", "--scenario", "{hbm_inf.json}"], "hbm_bytes_per_s"),
+    ("scenario-capture-negative", ["predict", "--scenario", "{capture_neg.json}"], "capture_batch_sizes"),
+    ("scenario-layers-1e9", ["predict", "--scenario", "{layers_huge.json}"], "num_layers"),
+    ("scenario-batch-1e26", ["predict", "--scenario", "{batch_huge.json}"], "batch"),
+    ("scenario-layers-true", ["predict", "--scenario", "{layers_bool.json}"], "num_layers"),
+    ("scenario-layers-string", ["predict", "--scenario", "{layers_str.json}"], "num_layers"),
+    ("scenario-tp-fraction", ["predict", "--scenario", "{tp_frac.json}"], "tp"),
+    ("hf-hidden-indivisible", ["predict", "--model", "{hf_indivisible}"], "hidden_size"),
+    ("hf-layers-true", ["predict", "--model", "{hf_layers_true}"], "num_hidden_layers"),
+    ("hf-layers-fraction", ["predict", "--model", "{hf_layers_frac}"], "num_hidden_layers"),
+    ("hf-experts-127.9", ["predict", "--model", "{hf_experts_frac}"], "num_experts"),
+    ("validate-tokens-3.7", ["validate", "{tokens_frac.json}"], "tokens"),
+    ("explain-batch-1e30", ["explain", "--batch", "1e30"], "batch"),
+    ("predict-batch-1e26", ["predict", "--batch", "100000000000000000000000000"], "batch"),
+    ("report-whatif-inf", ["report", "--whatif", "inf", "--out", "{dir}/r.html"], "whatif"),
+    ("predict-accept-nan", ["predict", "--accept", "nan"], "accept"),
+    ("predict-accept-inf", ["predict", "--accept", "inf"], "accept"),
+    ("predict-rates-nan", ["predict", "--accept-rates", "0.8,nan"], "accept-rates"),
+    ("training-samples-inf", ["whatif", "training", "--target-samples", "inf"], "target-samples"),
+    ("fleet-nan", ["whatif", "training", "--fleet-tokens-per-day", "nan"], "fleet-tokens-per-day"),
+    ("alpha-inf", ["whatif", "allreduce", "--alpha-us", "inf"], "alpha-us"),
+    ("sweep-batch-range-reversed", ["sweep", "--batch", "8-1"], "batch"),
+    ("ints-garbage", ["sweep", "--steps", "abc"], "steps"),
+    # outputs
+    ("out-directory", ["scenario", "dump", "--out", "{dir}"], "out"),
+    ("out-missing-parent", ["scenario", "dump", "--out", "{dir}/no/such/dir/x.json"], "out"),
+    ("calibrate-out-directory", ["calibrate", "--model", "kimi-k2.5", "--gpu", "h200", "--tp", "8", "--point", "3=25.6",
+                                 "--point", "6=28.7", "--out", "{dir}"], "out"),
+]
+
+
+def _fill(argv: list[str], files: dict[str, str]) -> list[str]:
+    out = []
+    for a in argv:
+        for k, v in files.items():
+            a = a.replace("{" + k + "}", v)
+        out.append(a)
+    return out
+
+
+@pytest.mark.parametrize(("argv", "field"), [c[1:] for c in CASES], ids=[c[0] for c in CASES])
+def test_named_case_is_refused_in_one_line(capsys, files, argv, field):
+    before = set(os.listdir(files["dir"]))
+    t = time.perf_counter()
+    code, out, err = run(capsys, *_fill(argv, files))
+    assert time.perf_counter() - t < 20
+    assert_refused(code, err, field)
+    assert set(os.listdir(files["dir"])) == before  # no file written, no temp file left
+    assert ".specsim-tmp" not in err and ".tmp" not in err
+
+
+def test_battery_size():
+    assert len(CASES) >= 60
+
+
+# ---- under a memory limit, in a subprocess (the unbounded cases) ----------------------------------
+
+LIMIT = int(1.5 * 2**30)
+
+
+def _limited() -> None:
+    resource.setrlimit(resource.RLIMIT_AS, (LIMIT, LIMIT))
+
+
+@pytest.mark.parametrize("argv", [
+    ["predict", "--scenario", "/dev/zero"],
+    ["ingest", "/dev/zero"],
+    ["sweep", "--steps", "1-64", "--topk", "1-64", "--batch", "1-1000", "--ctx", "1-4000"],
+    ["verify", "--tokens", "1-100000000"],
+], ids=["dev-zero-scenario", "dev-zero-log", "sweep-1e9", "tokens-1e8"])
+def test_bounded_under_memory_limit(argv):
+    p = subprocess.run([sys.executable, "-m", "specsim", *argv], capture_output=True, text=True, timeout=60,
+                       preexec_fn=_limited, cwd=ROOT)
+    assert p.returncode == 2, p.stderr
+    assert len(p.stderr.strip().splitlines()) == 1 and "Traceback" not in p.stderr
+
+
+def test_fifo_without_writer_does_not_block(files):
+    p = subprocess.run([sys.executable, "-m", "specsim", "ingest", files["fifo"]], capture_output=True, text=True,
+                       timeout=30, cwd=ROOT)
+    assert p.returncode == 2 and "regular file" in p.stderr
+
+
+# ---- outputs ---------------------------------------------------------------------------------------
+
+
+def test_out_symlink_is_written_through(capsys, tmp_path):
+    real = tmp_path / "real.json"
+    real.write_text("old")
+    link = tmp_path / "link.json"
+    link.symlink_to(real)
+    code, _, err = run(capsys, "scenario", "dump", "--out", str(link))
+    assert code == 0, err
+    assert link.is_symlink() and json.loads(real.read_text())["name"]
+
+
+def test_out_permissions_are_kept(capsys, tmp_path):
+    f = tmp_path / "s.json"
+    f.write_text("{}")
+    f.chmod(0o600)
+    assert run(capsys, "scenario", "dump", "--out", str(f))[0] == 0
+    assert stat.S_IMODE(f.stat().st_mode) == 0o600
+
+
+def test_out_dash_is_stdout(capsys):
+    code, out, _ = run(capsys, "scenario", "dump", "--out", "-")
+    assert code == 0 and json.loads(out)["name"]
+
+
+def test_temp_files_removed_on_error_and_stale_ones_cleaned(tmp_path, monkeypatch):
+    from specsim.io import files as io_files
+
+    target = tmp_path / "x.txt"
+    stale = tmp_path / f".x.txt.{2**22 + 12345}.abc.specsim-tmp"  # a pid that does not run
+    stale.write_text("partial")
+
+    def boom(*a, **k):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(io_files.os, "replace", boom)
+    with pytest.raises(SpecsimError, match="No space left"):
+        io_files.write_atomic(target, "data")
+    assert sorted(p.name for p in tmp_path.iterdir()) == []
+
+
+def test_temp_file_removed_on_sigterm(tmp_path):
+    code = ("import os, signal, sys\n"
+            "from specsim.io import files\n"
+            "real = os.fsync\n"
+            "def slow(fd):\n"
+            "    os.kill(os.getpid(), signal.SIGTERM)\n"
+            "os.fsync = slow\n"
+            "files.write_atomic(sys.argv[1], 'x' * 1000)\n")
+    p = subprocess.run([sys.executable, "-c", code, str(tmp_path / "out.txt")], capture_output=True, text=True,
+                       timeout=30, cwd=ROOT)
+    assert p.returncode == 128 + signal.SIGTERM
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_ingest_stdin_and_only_corrupt_lines(tmp_path):
+    log = (ROOT / "tests" / "fixtures" / "ingest" / "sglang_v0_4_6.log").read_text()
+    p = subprocess.run([sys.executable, "-m", "specsim", "ingest", "-", "--json"], input=log, capture_output=True,
+                       text=True, timeout=60, cwd=ROOT)
+    assert p.returncode == 0, p.stderr
+    assert json.loads(p.stdout)["formats"]["sglang_decode"] >= 1
+    junk = tmp_path / "junk.log"
+    junk.write_text("Decode batch. #running-req: 1, #tok\n{bad json\n")
+    p = subprocess.run([sys.executable, "-m", "specsim", "ingest", str(junk)], capture_output=True, text=True,
+                       timeout=60, cwd=ROOT)
+    assert p.returncode == 0 and "2 read, 2 skipped" in p.stdout
+
+
+# ---- property tests per boundary ---------------------------------------------------------------
+
+PROP = settings(max_examples=150, deadline=None,
+                suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+PROP_CLI = settings(max_examples=40, deadline=None,
+                    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+_NUMTEXT = st.text(alphabet=list("0123456789-:,.e+ infINFa"), max_size=40)
+
+
+@PROP
+@given(_NUMTEXT)
+def test_int_lists_bounded(text):
+    from specsim.io.args import MAX_LIST_VALUES, parse_int_list
+
+    try:
+        out = parse_int_list(text, "steps")
+    except SpecsimError as exc:
+        assert "\n" not in str(exc) and str(exc).startswith("steps")
+        return
+    assert 1 <= len(out) <= MAX_LIST_VALUES
+
+
+@PROP
+@given(_NUMTEXT)
+def test_float_lists_finite_and_bounded(text):
+    from specsim.io.args import MAX_LIST_VALUES, parse_float_ranges
+
+    try:
+        out = parse_float_ranges(text, "accept")
+    except SpecsimError as exc:
+        assert "\n" not in str(exc) and str(exc).startswith("accept")
+        return
+    assert 1 <= len(out) <= MAX_LIST_VALUES and all(math.isfinite(v) for v in out)
+
+
+@PROP
+@given(st.text(alphabet=list('[]{}"\\:,0123456789aeNI '), max_size=300))
+def test_json_reader_never_recurses(text):
+    from specsim.io.safe_read import loads_bounded
+
+    try:
+        loads_bounded(text, "scenario", "x.json")
+    except SpecsimError as exc:
+        assert "\n" not in str(exc)
+
+
+_VALUES = st.one_of(st.integers(-10**30, 10**30), st.floats(allow_nan=True, allow_infinity=True), st.booleans(),
+                    st.text(max_size=5), st.none(), st.lists(st.integers(-5, 5), max_size=3))
+_FIELDS = [("gpu", "hbm_bytes_per_s"), ("gpu", "kernel_floor_us"), ("target", "num_layers"), ("target", "hidden"),
+           ("engine", "eager_launch_us"), ("engine", "capture_batch_sizes"), ("workload", "batch"),
+           ("workload", "ctx"), ("parallel", "tp"), ("parallel", "allreduce_scale"), ("speculation", "steps")]
+
+
+@pytest.fixture(scope="module")
+def base_scenario_dict():
+    from specsim.io.presets import load_scenario
+
+    return json.loads(load_scenario().model_dump_json())
+
+
+@PROP
+@given(st.sampled_from(_FIELDS), _VALUES)
+def test_scenario_fields_valid_or_one_line_error(base_scenario_dict, where, value):
+    from specsim.io.presets import scenario_from_dict
+
+    data = json.loads(json.dumps(base_scenario_dict))
+    data[where[0]][where[1]] = value
+    try:
+        sc = scenario_from_dict(data)
+    except SpecsimError as exc:
+        assert "\n" not in str(exc) and where[1] in str(exc)
+        return
+    v = getattr(getattr(sc, where[0]), where[1])
+    for x in (v if isinstance(v, list) else [v]):
+        assert not isinstance(x, bool) and math.isfinite(x) and x >= 0
+
+
+@PROP
+@given(st.sampled_from(["hidden_size", "num_hidden_layers", "num_attention_heads", "num_key_value_heads",
+                        "vocab_size", "intermediate_size", "head_dim"]), _VALUES)
+def test_hf_config_fields_valid_or_one_line_error(tmp_path_factory, key, value):
+    from specsim.io.hfconfig import load_hf_config
+
+    cfg = dict(LLAMA_CFG)
+    cfg[key] = value
+    d = tmp_path_factory.mktemp("hf")
+    (d / "config.json").write_text(json.dumps(cfg, allow_nan=True))
+    try:
+        t, _ = load_hf_config(d / "config.json")
+    except SpecsimError as exc:
+        assert "\n" not in str(exc)
+        return
+    assert t.hidden >= 1 and t.attention.num_heads >= 1 and t.num_layers >= 1
+
+
+@PROP_CLI
+@given(st.integers(0, 10**12), st.sampled_from(["predict", "explain"]), st.sampled_from(["--batch", "--ctx", "--tp"]))
+def test_cli_int_flags_valid_or_refused(capsys, value, cmd, flag):
+    code, out, err = run(capsys, cmd, flag, str(value), "--format", "json")
+    if code == 0:
+        json.loads(out) if out.strip().startswith("{") else None
+    else:
+        assert_refused(code, err, flag.lstrip("-"))
+
+
+@PROP_CLI
+@given(st.floats(allow_nan=True, allow_infinity=True) | st.floats(-1e6, 1e6))
+def test_cli_float_flags_finite(capsys, value):
+    code, out, err = run(capsys, "whatif", "allreduce", "--scale", repr(value), "--json")
+    if not math.isfinite(value) or value <= 0:
+        assert_refused(code, err, "scale")
+    elif code == 0:
+        d = json.loads(out)
+        assert "nan" not in out.lower() and d
+    else:
+        assert_refused(code, err, "scale")

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Device-machine script behind models/profiles/ (run from the repo root with $OUT set):
 #   bash benchmarks/measure_h200.sh call1   # smoke tests, full `measure gpu`, Llama forwards with what time is left
-#   bash benchmarks/measure_h200.sh call2   # full `measure gpu`, full Llama-3.1-8B forward grid, then the Qwen3-30B-A3B MoE grid
+#   bash benchmarks/measure_h200.sh call2   # full `measure gpu`, full Llama-3.1-8B forward grid, a Qwen3-30B-A3B MoE grid
+#   bash benchmarks/measure_h200.sh call3   # full Qwen3-30B-A3B MoE grid, Llama-3.1-8B graph + eager at ctx 2048
 # Runs the measure package by path so specsim's pydantic-based modules are never imported.
 set -u
 export PYTHONUNBUFFERED=1 NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
@@ -32,6 +33,15 @@ elif [ "$stage" = call2 ]; then
   if [ "$b" -gt 40 ]; then
     timeout $(( b + 40 )) $M forward --model qwen3-30b-a3b --budget-s "$b" --batch 1,2,4,8,16,32,64 --tokens 1,2,4,8,16,32,64 \
       --ctx 2048,8192 --eager 1x1@2048,8x4@2048 --out "$OUT/h200-qwen3-30b-a3b-forwards.json" || echo "MOE rc=$?"
+  fi
+elif [ "$stage" = call3 ]; then
+  timeout 330 $M forward --model qwen3-30b-a3b --budget-s 300 --eager 1x1@2048,8x4@2048 \
+    --out "$OUT/h200-qwen3-30b-a3b-forwards.json" || echo "MOE rc=$?"
+  echo "after moe: $SECONDS s"
+  b=$(( $(left) - 40 ))
+  if [ "$b" -gt 40 ]; then
+    timeout $(( b + 30 )) $M forward --ctx 2048 --eager all --budget-s "$b" \
+      --out "$OUT/h200-llama-3.1-8b-forwards-eager-ctx2048.json" || echo "EAGER rc=$?"
   fi
 fi
 echo "total $SECONDS s"

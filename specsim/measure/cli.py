@@ -87,7 +87,7 @@ def forward_cmd(
     eager: str = typer.Option(
         "1x1@2048,1x4@2048,8x4@2048,32x1@2048,1x16@2048",
         "--eager",
-        help="points also timed eagerly, BxK@CTX comma list ('' = none)",
+        help="points also timed eagerly, BxK@CTX comma list ('' = none, 'all' = every point)",
     ),
     repeats: int = typer.Option(10, "--repeats", help="timed graph replays per point"),
     budget_s: float = typer.Option(0.0, "--budget-s", help="wall-clock budget; points after it are skipped (0 = none)"),
@@ -101,7 +101,7 @@ def forward_cmd(
     """Engine-like forwards (decode and verify) of a preset model with random weights, CUDA-graph timed."""
     bs, ks, cs = _ints(batch, "--batch"), _ints(tokens, "--tokens"), _ints(ctx, "--ctx")
     eps = []
-    for part in [p for p in eager.replace(" ", "").split(",") if p]:
+    for part in [p for p in eager.replace(" ", "").split(",") if p and eager.strip() != "all"]:
         try:
             bk, c = part.split("@")
             b, k = bk.lower().split("x")
@@ -121,7 +121,7 @@ def forward_cmd(
             device=device,
             repeats=repeats,
             budget_s=budget_s,
-            eager_points=eps,
+            eager_points="all" if eager.strip() == "all" else eps,
             kv_margin_gib=kv_margin_gib,
             quick=quick,
             attention=attention,

@@ -378,7 +378,8 @@ def measure_forward(
         "skipped": [],
         "errors": [],
     }
-    eager_set = {tuple(p) for p in eager_points}
+    eager_all = eager_points == "all"
+    eager_set = set() if eager_all else {tuple(p) for p in eager_points}
     # ctx 2048 (the default of the lead's validation) first, so a budget that runs out loses the rest
     order = sorted(ctxs, key=lambda c: (c != 2048, c))
     plan = [(c, B) for c in order for B in batches]
@@ -435,7 +436,7 @@ def measure_forward(
                         torch.cuda.synchronize()
                         est = _ms_stats(_time_eager(torch, run, max(3, repeats // 2), cuda))
                         ds["points"].append({**base, **est, "graph": False})
-                if graph_ok and (B, q, ctx) in eager_set or not cuda:
+                if graph_ok and (eager_all or (B, q, ctx) in eager_set) or not cuda:
                     est = _ms_stats(_time_eager(torch, run, max(3, repeats // 2), cuda))
                     (ds["eager_points"] if cuda else ds["points"]).append({**base, **est, "graph": False})
                 note = f"B={B} k={q} ctx={ctx}: {(ds['points'][-1]['ms'] if ds['points'] else float('nan')):.3f} ms"

@@ -352,9 +352,6 @@ def _z(level: float) -> float:
     return float(norm.ppf(0.5 + level / 2))
 
 
-GENERIC_EAGLE3_RATES = [0.8, 0.78, 0.77, 0.76, 0.76, 0.76, 0.76, 0.76]  # EAGLE-3 paper Fig. 7 (priors.md 4)
-
-
 def base_scenario(
     model: str,
     gpu: str,
@@ -370,25 +367,15 @@ def base_scenario(
     eager_allreduce: str | None = None,
     name: str | None = None,
 ) -> Scenario:
-    """A fresh scenario from presets (no fitted values): what calibration starts from."""
-    from .predict import check_tp
-    from ..io.presets import get_allreduce, get_engine, get_gpu, get_model, scenario_from_dict
+    """What calibration starts from: the builder's fresh deployment plus calibration's own switches."""
+    from ..io.presets import get_allreduce, scenario_from_dict
+    from .build import fresh_scenario
 
-    target, draft = get_model(model)
-    g, ar = get_gpu(gpu)
-    check_tp(tp, target.attention.num_heads, draft.num_heads)
-    t = target.model_dump()
-    if dtype is not None:
-        allowed = ("bf16", "fp8", "int4")
-        if dtype not in allowed:
-            raise SpecsimError("dtype", dtype, f"choose one of: {', '.join(allowed)}")
-        dt = t["dtypes"]
-        if dtype == "int4" and target.moe is not None:
-            dt["routed_experts"] = "int4"  # W4A16 experts, bf16 attention/shared (Kimi-K2.5 style)
-        else:
-            for k in ("attention", "dense_mlp", "shared_experts", "routed_experts"):
-                dt[k] = dtype
-    e = get_engine(engine or "sglang").model_dump()
+    sc = fresh_scenario(model, gpu, tp, engine, dtype=dtype, batch=batch, ctx=ctx, name=name or f"{model}-{gpu}-tp{tp}")
+    if moe_kernel is None and graph is None and not engine_overrides and not eager_allreduce:
+        return sc
+    data = sc.model_dump()
+    e = data["engine"]
     if moe_kernel is not None:
         mk = moe_kernel.replace("-", "_")
         if mk not in ("fused", "per_token"):
@@ -397,16 +384,8 @@ def base_scenario(
     if graph is not None:
         e["graph_verify"] = graph
     e.update(engine_overrides or {})
-    data = {
-        "name": name or f"{model}-{gpu}-tp{tp}",
-        "description": f"{target.name} on {tp}x {g.name} ({e['name']})",
-        "gpu": g.model_dump(), "target": t, "draft": draft.model_dump(), "engine": e,
-        "parallel": {"tp": tp, "allreduce": ar.model_dump(),
-                     "allreduce_eager": get_allreduce(eager_allreduce).model_dump() if eager_allreduce else None},
-        "speculation": {"steps": 3, "topk": 1},
-        "acceptance": {"rates": GENERIC_EAGLE3_RATES, "source": "EAGLE-3 paper Fig. 7 per-position ~0.76-0.81 (priors.md 4)"},
-        "workload": {"batch": batch or 1, "ctx": 2048 if ctx is None else ctx},
-    }
+    if eager_allreduce:
+        data["parallel"]["allreduce_eager"] = get_allreduce(eager_allreduce).model_dump()
     return scenario_from_dict(data, "scenario")
 
 

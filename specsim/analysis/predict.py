@@ -175,6 +175,11 @@ class VerifyCurve:
     breakdown_ms: dict[str, list[float]] = field(default_factory=dict)
     measured: list[dict] = field(default_factory=list)
 
+    @property
+    def ms(self) -> list[float]:
+        """The modeled verify times in milliseconds, one per width in ``tokens``."""
+        return list(self.verify_ms)
+
     def to_dict(self) -> dict:
         d = {"kind": "modeled", "scenario": self.scenario, "tokens": self.tokens, "verify_ms": self.verify_ms}
         if self.verify_ms_low is not None:

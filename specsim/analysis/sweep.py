@@ -27,6 +27,13 @@ COLUMNS = ("steps", "topk", "draft_tokens", "accept_length", "tp", "batch", "ctx
            "tok_s", "baseline_tok_s", "speedup", "cycle_ms", "verify_ms")
 
 
+class BestRow(dict):
+    """A sweep row; calling it returns itself, so code written for ``SweepResult.best()`` keeps working."""
+
+    def __call__(self) -> BestRow:
+        return self
+
+
 @dataclass
 class SweepResult:
     """All evaluated configurations (modeled), with the best one first in ``ranked``."""
@@ -48,8 +55,10 @@ class SweepResult:
         idx = idx[np.argsort(-tok[idx], kind="stable")]
         return [self.row(int(i)) for i in idx]
 
-    def best(self) -> dict:
-        return self.row(int(np.argmax(self.columns["tok_s"])))
+    @property
+    def best(self) -> BestRow:
+        """The highest-tok/s configuration (an attribute, like Prediction's fields; ``best()`` still works)."""
+        return BestRow(self.row(int(np.argmax(self.columns["tok_s"]))))
 
     def row(self, i: int) -> dict:
         r = {}
@@ -64,7 +73,7 @@ class SweepResult:
         return r
 
     def to_dict(self, top: int = 20) -> dict:
-        return {"kind": "modeled", "scenario": self.scenario, "points": self.n, "best": self.best(),
+        return {"kind": "modeled", "scenario": self.scenario, "points": self.n, "best": dict(self.best),
                 "ranked": self.ranked(top), "notes": self.notes}
 
     def to_csv(self) -> str:
@@ -81,7 +90,7 @@ class SweepResult:
         rows = [[r["steps"], r["topk"], r["draft_tokens"], r["accept_length"], r["tp"], r["batch"], r["ctx"], r["gpu"],
                  r["allreduce_scale"], r["tok_s"], r["speedup"], r["cycle_ms"]] for r in self.ranked(10)]
         head = ["steps", "topk", "draft_tokens", "accept", "tp", "batch", "ctx", "gpu", "ar_scale", "tok/s", "speedup", "cycle ms"]
-        b = self.best()
+        b = self.best
         notes = "".join(f"\nnote: {n}" for n in self.notes)
         return (f"best of {self.n:,} configurations ({self.scenario}, modeled): steps={b['steps']} topk={b['topk']} "
                 f"draft_tokens={b['draft_tokens']} tp={b['tp']} batch={b['batch']} gpu={b['gpu']} -> "
@@ -302,13 +311,15 @@ def sweep(
     return res
 
 
-def best_steps(scenario=None, max_steps: int = 10, *, accept_rates: list[float] | None = None) -> dict:
-    """The one best-step-count search: the sweep's best row over steps 1..max_steps.
+def best_steps(scenario=None, max_steps: int = 10, *, min_steps: int = 1,
+               accept_rates: list[float] | None = None) -> BestRow:
+    """The one best-step-count search: the sweep's best row over steps min_steps..max_steps.
 
-    Used by predict's callers, figures, reports and what-ifs alike; ``accept_rates`` sweeps one
-    given per-position profile instead of the scenario's own.
+    Used by figures, reports, what-ifs and the training what-if alike; ``accept_rates`` sweeps
+    one given per-position profile instead of the scenario's own. Ties go to fewer steps.
     """
-    if not 1 <= int(max_steps) <= MAX_STEPS:
-        raise SpecsimError("max-steps", max_steps, f"must be an integer in [1, {MAX_STEPS}]")
+    if not 1 <= int(min_steps) <= int(max_steps) <= MAX_STEPS:
+        raise SpecsimError("steps", f"{min_steps}..{max_steps}", f"need 1 <= min <= max <= {MAX_STEPS}")
     profiles = None if accept_rates is None else [[float(x) for x in accept_rates[:max_steps]]]
-    return sweep(scenario, steps=list(range(1, int(max_steps) + 1)), accept_rates=profiles, progress=False).best()
+    return sweep(scenario, steps=list(range(int(min_steps), int(max_steps) + 1)), accept_rates=profiles,
+                 progress=False).best

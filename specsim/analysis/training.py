@@ -423,10 +423,10 @@ def _best_over_steps(sc, rates: np.ndarray, max_steps: int):
     One vectorised sweep finds the step count; one prediction at it gives the full result.
     """
     from .predict import predict
-    from .sweep import sweep
+    from .sweep import best_steps
 
     profile = [float(x) for x in rates[:max_steps]]
-    best = sweep(sc, steps=list(range(1, max_steps + 1)), accept_rates=[profile], progress=False).best()["steps"]
+    best = best_steps(sc, max_steps, accept_rates=profile)["steps"]
     return predict(sc, steps=best, accept_rates=profile[:best])
 
 

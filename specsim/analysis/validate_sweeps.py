@@ -62,6 +62,17 @@ def _predict_kw(sw: dict) -> dict:
                 **({"draft_tokens": int(sw["num_draft_tokens"])} if (sw.get("topk") or 1) > 1 else {}))
 
 
+def _by_dataset(sw: dict) -> list[dict]:
+    """A sweep whose rows name several datasets is one sweep per dataset (each has its own accept length)."""
+    names = [r.get("dataset") for r in sw.get("rows", [])]
+    if not any(names):
+        return [sw]
+    out = []
+    for name in dict.fromkeys(names):
+        out.append({**sw, "id": f"{sw.get('id', '?')}/{name}", "rows": [r for r in sw["rows"] if r.get("dataset") == name]})
+    return out
+
+
 def score_sweep(sw: dict) -> SweepScore:
     """Fit tau at the smallest batch, predict the rest; a sweep the presets cannot express is skipped."""
     from scipy.optimize import brentq
@@ -80,9 +91,7 @@ def score_sweep(sw: dict) -> SweepScore:
         return SweepScore(sid, str(sw.get("model")), None, skipped="fewer than two batch sizes")
     b0 = rows[0]
     setup = f"{kw['model']} {kw['gpu']} TP{kw['tp']} {kw['engine']} steps={kw['steps']} topk={kw['topk']} ctx={kw['ctx']}"
-    hi = kw["steps"] + 1.0
-    if kw["topk"] > 1:
-        hi = float(kw.get("draft_tokens", kw["steps"] + 1))
+    hi = kw["steps"] + 1.0  # at most steps + 1 tokens commit per cycle, chain or tree
 
     def miss(tau):
         return predict(batch=int(b0["batch"]), accept=tau, **kw).speedup - float(b0["speedup"])
@@ -140,7 +149,7 @@ def validate_sweeps(dataset: str | None = None) -> SweepValidation:
         raise SpecsimError("dataset", name, "must be a JSON object")
     if d.get("kind") != "throughput_sweeps":
         raise SpecsimError("dataset", dataset, "is not a throughput_sweeps dataset (see calibration/README.md)")
-    sweeps = [score_sweep(sw) for sw in d.get("sweeps", [])]
+    sweeps = [score_sweep(part) for sw in d.get("sweeps", []) for part in _by_dataset(sw)]
     return SweepValidation(d.get("name", dataset or DEFAULT_DATASET), sweeps, score_baselines(d.get("baselines", [])))
 
 

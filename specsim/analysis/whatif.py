@@ -95,10 +95,9 @@ class WhatIf:
 
 
 def _best_steps(sc: Scenario, max_steps: int = 10) -> tuple[int, float]:
-    from .sweep import sweep
+    from .sweep import best_steps
 
-    r = sweep(sc, steps=list(range(1, max_steps + 1)), progress=False)
-    b = r.best()
+    b = best_steps(sc, max_steps)
     return int(b["steps"]), float(b["tok_s"])
 
 

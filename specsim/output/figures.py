@@ -181,7 +181,8 @@ def steps_sweep(
     ``accept_lengths=None`` a few levels around the scenario's tau are added; pass ``[]`` for the
     scenario's curve alone.
     """
-    from ..analysis.predict import build_scenario, expected_accept_length, predict, rates_for
+    from ..analysis.predict import build_scenario, expected_accept_length, rates_for
+    from ..analysis.sweep import sweep
 
     sc = build_scenario(scenario)
     st = [int(s) for s in steps]
@@ -201,17 +202,16 @@ def steps_sweep(
     for t in levels:
         sc_t = build_scenario(sc, accept=t)
         profiles.append((f"tau={t:.2f} @ {base_steps} steps", t, _rates(rates_for(sc_t, smax)), False))
+    # one vectorised sweep: every profile x every step count (rows are step-major, profile-minor)
+    res = sweep(sc, steps=st, accept_rates=[rates for _, _, rates, _ in profiles], progress=False)
+    n_prof = len(profiles)
+    tok = res.columns["tok_s"].reshape(len(st), n_prof)
+    acc_len = res.columns["accept_length"].reshape(len(st), n_prof)
+    baseline = float(res.columns["baseline_tok_s"][0])
     curves = []
-    baseline = float("nan")
-    for label, tau, rates, own in profiles:
-        toks, accs = [], []
-        for s in st:
-            p = predict(sc, steps=s, accept_rates=rates)
-            toks.append(float(p.tok_s))
-            accs.append(float(p.accept_length))
-            baseline = float(p.baseline_tok_s)
-        curves.append(StepsCurve(label=label, accept_length=float(tau), steps=st, tok_s=toks, accept=accs,
-                                 scenario_profile=own))
+    for j, (label, tau, _rates_j, own) in enumerate(profiles):
+        curves.append(StepsCurve(label=label, accept_length=float(tau), steps=st, tok_s=[float(x) for x in tok[:, j]],
+                                 accept=[float(x) for x in acc_len[:, j]], scenario_profile=own))
     measured = []
     for k, v in _measured(sc).items():
         m = _SPEC_TOK_S.match(str(k))

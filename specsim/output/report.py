@@ -249,6 +249,7 @@ def _summary_rows(sc, pred, sweep, compare: bool = True) -> list[list[object]]:
     """
     from ..analysis.predict import predict as _predict
     from ..analysis.predict import verify_ms
+    from ..analysis.sweep import best_steps
 
     meas = _measured_dict(sc) if compare else {}
     used: set[str] = set()
@@ -280,10 +281,8 @@ def _summary_rows(sc, pred, sweep, compare: bool = True) -> list[list[object]]:
         if not m:
             continue
         lo, hi = int(m.group(1)), int(m.group(2))
-        toks = {s: _predict(sc, steps=s).tok_s for s in range(lo, hi + 1)}
-        modeled_best = max(toks, key=lambda s: (toks[s], -s))
-        rows.append([f"best steps in {lo}..{hi}", modeled_best, take(k),
-                     f"modeled {toks[modeled_best]:,.1f} tok/s there"])
+        b = best_steps(sc, hi, min_steps=lo)
+        rows.append([f"best steps in {lo}..{hi}", b["steps"], take(k), f"modeled {b['tok_s']:,.1f} tok/s there"])
     if best and not any(_BEST_STEPS.match(k) for k in meas):
         c = best[0]
         rows.append([f"best steps in {min(c.steps)}..{max(c.steps)}", c.best_steps, dash,

@@ -24,6 +24,7 @@ Z90 = 1.6448536269514722
 MEAS_REL_SIGMA = 0.02  # a measured forward time is good to ~2 %
 MAX_BOOTSTRAP = 2000  # bootstrap refits (each a full least-squares fit)
 MAX_RESIDUAL_PCT = 60.0  # beyond this the inputs, not the parameters, are wrong
+PINNED_SD_RATIO = 0.7  # a posterior log-sd below this fraction of the prior's means the data pinned the parameter
 
 # flat parameter -> (unit, meaning, prior log-sigma, lower, upper)
 PARAMETERS: dict[str, tuple[str, str, float, float, float]] = {
@@ -122,7 +123,7 @@ class CalibrationResult:
             v, sd = self.values[n], self.sd_log[n]
             lo = max(v * math.exp(-Z90 * sd), PARAMETERS[n][3])
             hi = min(v * math.exp(Z90 * sd), PARAMETERS[n][4])
-            pinned = "yes" if sd < 0.7 * self.prior_sd_log[n] else "NO (prior)"
+            pinned = "yes" if sd < PINNED_SD_RATIO * self.prior_sd_log[n] else "NO (prior)"
             rows.append([n, v, PARAMETERS[n][0], self.priors[n], f"{lo:.3g}..{hi:.3g}", pinned])
         return rows
 
@@ -131,7 +132,7 @@ class CalibrationResult:
             "parameters": {
                 n: {"value": self.values[n], "unit": PARAMETERS[n][0], "meaning": PARAMETERS[n][1], "prior": self.priors[n],
                     "sd_log": self.sd_log[n], "prior_sd_log": self.prior_sd_log[n],
-                    "pinned": self.sd_log[n] < 0.7 * self.prior_sd_log[n]}
+                    "pinned": self.sd_log[n] < PINNED_SD_RATIO * self.prior_sd_log[n]}
                 for n in self.names
             },
             "cov_log": self.cov_log.tolist(),
@@ -270,7 +271,7 @@ def fit(
     ]
     warnings = [
         f"{n} ({PARAMETERS[n][1]}) is not pinned down by the data: it stays near its prior {prior[n]:.3g} {PARAMETERS[n][0]}"
-        for n, s in zip(names, sd) if s >= 0.7 * PARAMETERS[n][2]
+        for n, s in zip(names, sd) if s >= PINNED_SD_RATIO * PARAMETERS[n][2]
     ]
     worst = max(residuals, key=lambda r: abs(r["error_pct"]), default=None)
     if worst is not None and abs(worst["error_pct"]) > MAX_RESIDUAL_PCT:

@@ -92,6 +92,11 @@ class Prediction:
         return prediction_html(self)
 
 
+WEIGHTS_MAX_FRACTION = 0.92  # weights above this share of HBM leave no room for KV cache and graphs (assumed)
+USABLE_MEMORY_FRACTION = 0.95  # share of HBM weights + KV may take (engines reserve the rest; assumed)
+GPUS_PER_NODE = 8  # HGX/DGX nodes: TP beyond this crosses nodes
+
+
 def kv_bytes_per_rank(sc: Scenario, tokens_per_request: int | None = None) -> float:
     """KV-cache bytes one TP rank holds for the workload (batch x (context + verify width))."""
     from ..physics.schema import DTYPE_BYTES
@@ -116,13 +121,13 @@ def scenario_warnings(sc: Scenario, p: dict | None = None) -> list[str]:
     out = list(sc.notes)
     weights, kv = weight_bytes_per_rank(p), kv_bytes_per_rank(sc)
     mem = sc.gpu.memory_bytes
-    if weights > 0.92 * mem:
+    if weights > WEIGHTS_MAX_FRACTION * mem:
         out.append(f"target weights need {weights / 1e9:.0f} GB per rank at TP{sc.parallel.tp}, more than the "
                    f"{mem / 1e9:.0f} GB of a {sc.gpu.name} leaves room for (KV cache, graphs)")
-    elif weights + kv > 0.95 * mem:
+    elif weights + kv > USABLE_MEMORY_FRACTION * mem:
         out.append(f"weights ({weights / 1e9:.0f} GB) + KV cache for batch {sc.workload.batch} x ctx {sc.workload.ctx} "
                    f"({kv / 1e9:.0f} GB) exceed the {mem / 1e9:.0f} GB per GPU: this workload does not fit")
-    if sc.parallel.tp > 8:
+    if sc.parallel.tp > GPUS_PER_NODE:
         out.append(f"TP{sc.parallel.tp} spans more than one 8-GPU node: all-reduce latency is extrapolated "
                    "from intra-node measurements and is likely optimistic")
     if sc.acceptance.pmf is not None and len(sc.acceptance.pmf) > sc.speculation.steps + 1:

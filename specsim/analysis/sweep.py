@@ -16,7 +16,8 @@ import numpy as np
 from ..physics import acceptance as acc
 from ..physics.cycle import throughput
 from ..errors import SpecsimError
-from ..physics.params import scenario_params
+from ..physics.params import gpu_params, scenario_params
+from ..physics.schema import draft_tokens_for
 from ..physics.acceptance import rates_for
 from .build import build_scenario, check_tp
 
@@ -210,22 +211,14 @@ def sweep(
         from ..io.presets import get_gpu
 
         gpu_names = []
-        cols: dict[str, list] = {k: [] for k in ("hbm_bytes_per_s", "mem_efficiency", "flop_efficiency", "kernel_floor_us",
-                                                "flops_attention", "flops_dense", "flops_shared", "flops_routed",
-                                                "flops_head", "flops_draft", "flops_bf16", "allreduce_bus_bytes_per_s")}
+        cols: dict[str, list] = {}
         alpha = []
-        dt = sc.target.dtypes
         for name in gpu:
             g, ar = get_gpu(name)
             gpu_names.append(g.name)
-            vals = {"hbm_bytes_per_s": g.hbm_bytes_per_s, "mem_efficiency": g.mem_efficiency,
-                    "flop_efficiency": g.flop_efficiency, "kernel_floor_us": g.kernel_floor_us,
-                    "flops_attention": g.flops_for(dt.attention), "flops_dense": g.flops_for(dt.dense_mlp),
-                    "flops_shared": g.flops_for(dt.shared_experts), "flops_routed": g.flops_for(dt.routed_experts),
-                    "flops_head": g.flops_for(dt.lm_head), "flops_draft": g.flops_for(sc.draft.dtype),
-                    "flops_bf16": g.peak_flops["bf16"], "allreduce_bus_bytes_per_s": ar.bus_bytes_per_s}
+            vals = {**gpu_params(g, sc.target.dtypes, sc.draft.dtype), "allreduce_bus_bytes_per_s": ar.bus_bytes_per_s}
             for k, v in vals.items():
-                cols[k].append(v)
+                cols.setdefault(k, []).append(v)
             alpha.append([ar.alpha_at(int(t)) for t in tps])
         for k, v in cols.items():
             p[k] = _axis(v, 4)
@@ -246,12 +239,9 @@ def sweep(
     full = (len(labels), len(tps), len(batch or [1]), len(ctx or [1]), len(gpu_names), len(allreduce_scale or [1]))
     combos = []
     for s, k in itertools.product(steps, topk):
-        if k == 1:
-            combos.append((s, 1, s + 1))
-            continue
-        pool = k + (s - 1) * k * k
-        for d in (draft_tokens or [min(s * k + 1, pool + 1, 64)]):
-            if d - 1 <= pool:
+        for req in (draft_tokens if k > 1 and draft_tokens else [None]):
+            d = draft_tokens_for(s, k, req)
+            if d is not None:
                 combos.append((s, k, d))
     if not combos:
         raise SpecsimError("draft-tokens", draft_tokens, "no (steps, topk, draft_tokens) combination is valid: need draft_tokens-1 <= topk+(steps-1)*topk^2")

@@ -30,7 +30,7 @@ def graph_batch(p: Params, batch, graph):
 
 def graph_width(p: Params, batch, width, graph):
     """vLLM-style token padding: a graph replay runs batch x width padded up to a captured size."""
-    sizes = np.asarray(p.get("capture_token_sizes", np.zeros(0)), dtype=float)
+    sizes = np.asarray(p["capture_token_sizes"], dtype=float)
     if sizes.size == 0:
         return np.asarray(width, dtype=float)
     n = np.asarray(batch, dtype=float) * np.asarray(width, dtype=float)
@@ -82,7 +82,7 @@ def cycle_phases_ms(p: Params, tau, verify_parts: dict | None = None) -> dict:
     topk_kernels_ms = 2 * (topk_gpu_us + gd * p["graph_node_us"]) / 1e3 + (1 - gd) * 2 * np.maximum(
         p["eager_launch_us"] - topk_gpu_us, 0.0) / 1e3
     draft_gpu = n_fwd * (per_step_ms + topk_kernels_ms) + (n_fwd > 0) * gd * p["graph_fixed_us"] / 1e3
-    draft_pre_gpu = _eager_small_ms(p, 2)  # KV slot assignment kernels
+    draft_pre_gpu = _eager_small_ms(p, p["draft_preprocess_kernels"])  # KV slot assignment kernels
 
     verify = (verify_breakdown(p) if verify_parts is None else verify_parts)["total"]
 
@@ -98,7 +98,7 @@ def cycle_phases_ms(p: Params, tau, verify_parts: dict | None = None) -> dict:
     # host: scheduler/bookkeeping, GPU->CPU syncs (draft preprocess, accept, extend) and the
     # Python loop over committed tokens; v2 (overlap) drops the syncs and hides the rest
     host_ms = p["host_per_cycle_ms"] + batch * (p["host_per_request_us"] + tau * p["host_per_token_us"]) / 1e3
-    syncs_ms = 3 * sync_ms * (1 - overlap)
+    syncs_ms = p["host_syncs_per_cycle"] * sync_ms * (1 - overlap)
     gpu_ms = draft_gpu + draft_pre_gpu + verify + accept_gpu + extend_gpu
     exposed_host = (1 - overlap) * host_ms + overlap * np.maximum(host_ms - gpu_ms, 0.0) + syncs_ms
     return {
@@ -136,7 +136,7 @@ def baseline_step_ms(p: Params) -> dict:
     batch = np.asarray(p["batch"], dtype=float)
     fwd = decode_breakdown(p)["total"]
     logits_ms = batch * p["vocab"] * LOGIT_BYTES / (p["hbm_bytes_per_s"] * p["elementwise_mem_efficiency"]) * 1e3
-    sample = _eager_small_ms(p, 4) + logits_ms
+    sample = _eager_small_ms(p, p["decode_sample_kernels"]) + logits_ms
     host = (p["host_per_decode_step_ms"] / p["continuous_decode_steps"]
             + batch * (p["host_per_token_us"] + p["host_per_request_decode_us"]) / 1e3)
     ov = np.asarray(p["overlap_scheduler_baseline"], dtype=float)

@@ -13,13 +13,9 @@ from .schema import DTYPE_BYTES, Scenario
 Params = dict  # name -> float | np.ndarray
 
 
-def scenario_params(sc: Scenario) -> Params:
-    """All numbers the cost, cycle and acceptance models read, with units in the names."""
-    g, par, t, d, e, s, w = sc.gpu, sc.parallel, sc.target, sc.draft, sc.engine, sc.speculation, sc.workload
-    a, dt = t.attention, t.dtypes
-    ar_eager = par.allreduce_eager or par.allreduce
-    p: Params = {
-        # hardware
+def gpu_params(g, dtypes, draft_dtype: str) -> Params:
+    """The accelerator's numbers the cost model reads (one place: scenarios and sweep GPU axes)."""
+    return {
         "hbm_bytes_per_s": g.hbm_bytes_per_s,
         "mem_efficiency": g.mem_efficiency,
         "flop_efficiency": g.flop_efficiency,
@@ -27,13 +23,23 @@ def scenario_params(sc: Scenario) -> Params:
         "gemm_peak_efficiency": g.gemm_peak_efficiency,
         "gemm_half_efficiency_rows": g.gemm_half_efficiency_rows,
         "elementwise_mem_efficiency": g.elementwise_mem_efficiency,
-        "flops_attention": g.flops_for(dt.attention),
-        "flops_dense": g.flops_for(dt.dense_mlp),
-        "flops_shared": g.flops_for(dt.shared_experts),
-        "flops_routed": g.flops_for(dt.routed_experts),
-        "flops_head": g.flops_for(dt.lm_head),
-        "flops_draft": g.flops_for(d.dtype),
+        "flops_attention": g.flops_for(dtypes.attention),
+        "flops_dense": g.flops_for(dtypes.dense_mlp),
+        "flops_shared": g.flops_for(dtypes.shared_experts),
+        "flops_routed": g.flops_for(dtypes.routed_experts),
+        "flops_head": g.flops_for(dtypes.lm_head),
+        "flops_draft": g.flops_for(draft_dtype),
         "flops_bf16": g.peak_flops["bf16"],
+    }
+
+
+def scenario_params(sc: Scenario) -> Params:
+    """All numbers the cost, cycle and acceptance models read, with units in the names."""
+    g, par, t, d, e, s, w = sc.gpu, sc.parallel, sc.target, sc.draft, sc.engine, sc.speculation, sc.workload
+    a, dt = t.attention, t.dtypes
+    ar_eager = par.allreduce_eager or par.allreduce
+    p: Params = {
+        **gpu_params(g, dt, d.dtype),
         # parallelism and collectives
         "tp": float(par.tp),
         "allreduce_alpha_graph_us": par.allreduce.alpha_at(par.tp),
@@ -91,6 +97,9 @@ def scenario_params(sc: Scenario) -> Params:
         "multi_token_kernels_per_layer": float(e.multi_token_kernels_per_layer),
         "multi_token_extra_us_per_layer": e.multi_token_extra_us_per_layer,
         "sample_kernels": float(e.sample_kernels),
+        "decode_sample_kernels": float(e.decode_sample_kernels),
+        "draft_preprocess_kernels": float(e.draft_preprocess_kernels),
+        "host_syncs_per_cycle": float(e.host_syncs_per_cycle),
         "host_sync_us": e.host_sync_us,
         "host_per_cycle_ms": e.host_per_cycle_ms,
         "host_per_token_us": e.host_per_token_us,

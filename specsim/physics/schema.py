@@ -262,6 +262,9 @@ class Engine(_Model):
     )
     sample_kernels: int = Field(12, ge=0, le=1_000_000, description="eager kernels of accept/sample and tree build per cycle")
     host_sync_us: float = Field(30.0, ge=0, le=1e6, description="GPU->CPU sync round trip (.tolist()/.item())")
+    host_syncs_per_cycle: int = Field(3, ge=0, le=100, description="GPU->CPU syncs per spec cycle not hidden by overlap")
+    draft_preprocess_kernels: int = Field(2, ge=0, le=1000, description="eager kernels before the draft (KV slot assignment)")
+    decode_sample_kernels: int = Field(4, ge=0, le=1000, description="eager sampling kernels per plain decode step")
     host_per_cycle_ms: float = Field(0.6, ge=0, le=1e4, description="scheduler + Python bookkeeping per spec cycle")
     host_per_token_us: float = Field(10.0, ge=0, le=1e6, description="Python per committed token per request")
     host_per_request_us: float = Field(
@@ -315,16 +318,28 @@ class Speculation(_Model):
 
     @model_validator(mode="after")
     def _sglang_rule(self) -> Speculation:
-        if self.topk == 1:
-            # SGLang: "speculative_num_draft_tokens is adjusted to speculative_num_steps + 1 when topk == 1"
-            object.__setattr__(self, "num_draft_tokens", self.steps + 1)
-        elif self.num_draft_tokens is None:
-            object.__setattr__(self, "num_draft_tokens", min(self.steps * self.topk + 1, 64))
-        elif self.num_draft_tokens - 1 > self.topk + (self.steps - 1) * self.topk**2:
+        d = draft_tokens_for(self.steps, self.topk, self.num_draft_tokens)
+        if d is None:
             raise ValueError(
                 f"num_draft_tokens={self.num_draft_tokens} exceeds the candidate pool topk+(steps-1)*topk^2+1"
             )
+        object.__setattr__(self, "num_draft_tokens", d)
         return self
+
+
+def draft_tokens_for(steps: int, topk: int, requested: int | None = None) -> int | None:
+    """The one draft-token rule (SGLang's): the verify width for steps/topk, None if ``requested`` is impossible.
+
+    topk = 1: "speculative_num_draft_tokens is adjusted to speculative_num_steps + 1"; a tree keeps
+    the best ``num_draft_tokens - 1`` of its ``topk + (steps - 1) topk^2`` candidates (default
+    ``steps x topk + 1``, at most the pool + 1 and 64).
+    """
+    if topk == 1:
+        return steps + 1
+    pool = topk + (steps - 1) * topk * topk
+    if requested is None:
+        return min(steps * topk + 1, pool + 1, 64)
+    return requested if requested - 1 <= pool else None
 
 
 class Acceptance(_Model):

@@ -38,13 +38,15 @@ M = {m["id"]: m for m in DATASET["measurements"]}
 # Default acceptance-by-position profile (conditional rates); evidence in calibration/README.md
 SEED_RATES = [0.73, 0.507, 0.22, 0.18, 0.16, 0.15, 0.14, 0.13, 0.12, 0.12]
 
-FIT = {  # name: (prior, low, high, unit, what it is)
-    "kernel_floor_us": (3.0, 1.5, 6.0, "us", "minimum GPU time of one kernel"),
-    "moe_mem_efficiency": (0.45, 0.15, 0.9, "1", "achieved/datasheet HBM BW of INT4 routed-expert GEMMs"),
-    "eager_launch_us": (7.5, 4.0, 12.0, "us", "host launch per eager kernel"),
-    "nccl_alpha_untuned_us": (60.0, 15.0, 200.0, "us", "NCCL small all-reduce latency before tuning, TP8"),
-    "nccl_alpha_tuned_us": (25.0, 10.0, 200.0, "us", "NCCL small all-reduce latency with LL/Ring/P2P_LEVEL=SYS"),
-    "host_per_cycle_ms": (1.0, 0.2, 5.0, "ms", "scheduler + bookkeeping per speculative cycle"),
+# The seed's six fitted quantities: which calibrate parameter each is, and its starting prior (value, why).
+# Units, meanings, spreads and bounds come from the one parameter table, specsim.analysis.calibrate.PARAMETERS.
+FIT = {
+    "kernel_floor_us": ("kernel_floor_us", 3.0, "AIConfigurator per-kernel constant (the h200 preset's kernel_floor_us)"),
+    "moe_mem_efficiency": ("moe_mem_efficiency", 0.45, "INT4 grouped-GEMM at 3-6 tokens well below peak (founding case)"),
+    "eager_launch_us": ("eager_launch_us", 7.5, "H200 eager launch 8-10 us (calibration/datasets/h200_micro.json)"),
+    "nccl_alpha_untuned_us": ("allreduce_alpha_eager_us", 60.0, "NCCL small all-reduce, default protocol, TP8 (tens of us)"),
+    "nccl_alpha_tuned_us": ("allreduce_alpha_eager_us", 25.0, "NCCL LL/Ring small all-reduce, TP8 (nccl-tests: 15-17 us)"),
+    "host_per_cycle_ms": ("host_per_cycle_ms", 1.0, "SGLang v1 non-overlap bookkeeping per cycle (models/notes/engine_host_overhead.md)"),
 }
 
 
@@ -122,7 +124,7 @@ def fit() -> tuple[dict, dict, dict]:
     from specsim.analysis.calibrate import fit as calibrate_fit
 
     tgt = targets()
-    x = {n: FIT[n][0] for n in FIT}
+    x = {n: FIT[n][1] for n in FIT}
     stage1 = calibrate_fit(
         Scenario(name="seed-untuned", **scenario_dict(x, tuned=False)),
         [Point(3, tgt["verify_untuned_3_ms"], "seed"), Point(6, tgt["verify_untuned_6_ms"], "seed")],
@@ -146,7 +148,12 @@ def fit() -> tuple[dict, dict, dict]:
 def main() -> None:
     x, mv, tgt = fit()
     out = ROOT / "calibration" / "scenarios"
-    fitted = {n: {"value": x[n], "unit": FIT[n][3], "prior": FIT[n][0], "meaning": FIT[n][4]} for n in FIT}
+    from specsim.analysis.calibrate import PARAMETERS
+
+    fitted = {n: {"value": x[n], "unit": PARAMETERS[FIT[n][0]].unit, "prior": FIT[n][1], "prior_source": FIT[n][2],
+                  "meaning": PARAMETERS[FIT[n][0]].meaning + (" (before NCCL tuning)" if n == "nccl_alpha_untuned_us" else
+                                                              " (after NCCL tuning)" if n == "nccl_alpha_tuned_us" else "")}
+              for n in FIT}
     checks = {k: {"modeled": mv[k], "measured_or_derived": tgt[k], "error_pct": 100 * (mv[k] / tgt[k] - 1)} for k in tgt}
     for tuned in (True, False):
         name = "kimi-k2.5-seed" if tuned else "kimi-k2.5-seed-untuned"

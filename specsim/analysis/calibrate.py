@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 import numpy as np
 
@@ -26,35 +27,40 @@ MAX_BOOTSTRAP = 2000  # bootstrap refits (each a full least-squares fit)
 MAX_RESIDUAL_PCT = 60.0  # beyond this the inputs, not the parameters, are wrong
 PINNED_SD_RATIO = 0.7  # a posterior log-sd below this fraction of the prior's means the data pinned the parameter
 
-# flat parameter -> (unit, meaning, prior log-sigma, lower, upper)
-PARAMETERS: dict[str, tuple[str, str, float, float, float]] = {
-    "kernel_floor_us": ("us", "minimum GPU time of one kernel", 0.5, 0.5, 20.0),
-    "mem_efficiency": ("fraction", "achieved/datasheet HBM BW of weight GEMMs", 0.25, 0.2, 1.0),
-    "moe_mem_efficiency": ("fraction", "achieved/datasheet HBM BW of routed-expert GEMMs", 0.5, 0.05, 1.0),
-    "attention_mem_efficiency": ("fraction", "achieved/datasheet HBM BW of attention over the KV cache", 0.5, 0.05, 1.0),
-    "allreduce_alpha_graph_us": ("us", "all-reduce latency (graph-captured path)", 0.7, 0.5, 500.0),
-    "allreduce_alpha_eager_us": ("us", "all-reduce latency (eager path)", 0.7, 0.5, 500.0),
-    "graph_node_us": ("us", "CUDA-graph cost per captured kernel", 0.5, 0.05, 10.0),
-    "graph_fixed_us": ("us", "CUDA-graph replay fixed cost", 0.7, 1.0, 5000.0),
-    "eager_launch_us": ("us", "host launch cost per eager kernel", 0.4, 1.0, 50.0),
-    "host_per_cycle_ms": ("ms", "host scheduling + bookkeeping per speculative cycle", 0.8, 0.01, 50.0),
-    "multi_token_extra_us_per_layer": ("us", "extra GPU time per layer of the multi-token path vs 1-token decode", 1.5, 0.01, 500.0),
-    "host_per_decode_step_ms": ("ms", "host scheduling per decode iteration", 0.8, 0.01, 50.0),
-}
+class FitParameter(NamedTuple):
+    """One fitted parameter, declared once: what it is, its prior spread, bounds and scenario field."""
 
-# where each flat parameter lives in the Scenario
-_PATHS = {
-    "kernel_floor_us": ("gpu", "kernel_floor_us"),
-    "mem_efficiency": ("gpu", "mem_efficiency"),
-    "moe_mem_efficiency": ("engine", "moe_mem_efficiency"),
-    "attention_mem_efficiency": ("engine", "attention_mem_efficiency"),
-    "graph_node_us": ("engine", "graph_node_us"),
-    "graph_fixed_us": ("engine", "graph_fixed_us"),
-    "eager_launch_us": ("engine", "eager_launch_us"),
-    "host_per_cycle_ms": ("engine", "host_per_cycle_ms"),
-    "host_per_decode_step_ms": ("engine", "host_per_decode_step_ms"),
-    "multi_token_extra_us_per_layer": ("engine", "multi_token_extra_us_per_layer"),
+    unit: str
+    meaning: str
+    prior_sd_log: float  # prior spread, in log units (0.5 ~ a factor 1.65 at one sigma)
+    lower: float
+    upper: float
+    path: tuple[str, str] | None  # (component, field) in the Scenario; None: an all-reduce alpha at this TP
+    why: str  # where the spread and bounds come from
+
+
+_SPREAD = "spread: how well the preset's public prior is known (assumed); bounds: physically possible values"
+PARAMETERS: dict[str, FitParameter] = {
+    "kernel_floor_us": FitParameter("us", "minimum GPU time of one kernel", 0.5, 0.5, 20.0, ("gpu", "kernel_floor_us"), _SPREAD),
+    "mem_efficiency": FitParameter("fraction", "achieved/datasheet HBM BW of weight GEMMs", 0.25, 0.2, 1.0,
+                                   ("gpu", "mem_efficiency"), _SPREAD),
+    "moe_mem_efficiency": FitParameter("fraction", "achieved/datasheet HBM BW of routed-expert GEMMs", 0.5, 0.05, 1.0,
+                                       ("engine", "moe_mem_efficiency"), _SPREAD),
+    "attention_mem_efficiency": FitParameter("fraction", "achieved/datasheet HBM BW of attention over the KV cache", 0.5,
+                                             0.05, 1.0, ("engine", "attention_mem_efficiency"), _SPREAD),
+    "allreduce_alpha_graph_us": FitParameter("us", "all-reduce latency (graph-captured path)", 0.7, 0.5, 500.0, None, _SPREAD),
+    "allreduce_alpha_eager_us": FitParameter("us", "all-reduce latency (eager path)", 0.7, 0.5, 500.0, None, _SPREAD),
+    "graph_node_us": FitParameter("us", "CUDA-graph cost per captured kernel", 0.5, 0.05, 10.0, ("engine", "graph_node_us"), _SPREAD),
+    "graph_fixed_us": FitParameter("us", "CUDA-graph replay fixed cost", 0.7, 1.0, 5000.0, ("engine", "graph_fixed_us"), _SPREAD),
+    "eager_launch_us": FitParameter("us", "host launch cost per eager kernel", 0.4, 1.0, 50.0, ("engine", "eager_launch_us"), _SPREAD),
+    "host_per_cycle_ms": FitParameter("ms", "host scheduling + bookkeeping per speculative cycle", 0.8, 0.01, 50.0,
+                                      ("engine", "host_per_cycle_ms"), _SPREAD),
+    "multi_token_extra_us_per_layer": FitParameter("us", "extra GPU time per layer of the multi-token path vs 1-token decode",
+                                                   1.5, 0.01, 500.0, ("engine", "multi_token_extra_us_per_layer"), _SPREAD),
+    "host_per_decode_step_ms": FitParameter("ms", "host scheduling per decode iteration", 0.8, 0.01, 50.0,
+                                            ("engine", "host_per_decode_step_ms"), _SPREAD),
 }
+_PATHS = {n: fp.path for n, fp in PARAMETERS.items() if fp.path is not None}
 MULTI_TOKEN_PRIOR_US = 1.0  # prior when the data include 1-token and multi-token forwards (assumed)
 
 

@@ -72,6 +72,7 @@ class Point:
     ms: float
     source: str = "--point"
     batch: int | None = None  # requests in this forward (default: the scenario's batch)
+    ctx: int | None = None  # context tokens per request (default: the scenario's)
 
 
 def parse_point(text: str) -> Point:
@@ -156,7 +157,8 @@ def _model_values(p: dict, verify_pts, baseline_ms, cycles) -> np.ndarray:
     if verify_pts:
         toks = np.array([pt.tokens for pt in verify_pts], dtype=float)
         bs = np.array([pt.batch or p["batch"] for pt in verify_pts], dtype=float)
-        vb = verify_breakdown(p, num_draft_tokens=toks, batch=bs)["total"]
+        cs = np.array([p["ctx"] if pt.ctx is None else pt.ctx for pt in verify_pts], dtype=float)
+        vb = verify_breakdown(p, num_draft_tokens=toks, batch=bs, ctx=cs)["total"]
         out.extend(np.broadcast_to(vb, toks.shape).tolist())
     if baseline_ms is not None:
         out.append(float(baseline_step_ms(p)["total"]))
@@ -446,31 +448,44 @@ class Validation:
 
 
 def validate(path: str, fit_tokens: list[int] | None = None) -> Validation:
-    """Calibrate on a subset of a dataset's points and score the prediction of all of them."""
+    """Calibrate on a subset of a dataset's points and score the prediction of all of them.
+
+    The fit takes the points with ``fit_tokens`` new tokens at the dataset's own batch and
+    context (``batch``/``ctx`` at its top level: calibrated at batch 1, as a user would on their
+    box); every other point - other widths, batches and contexts - is held out.
+    """
     d = load_dataset(path)
     fit_tokens = fit_tokens or [3, 6]
     pts = []
     for x in d["points"]:
         try:
-            pt = Point(int(x["tokens"]), float(x["ms"]), "dataset", int(x["batch"]) if x.get("batch") else None)
+            pt = Point(int(x["tokens"]), float(x["ms"]), "dataset", int(x["batch"]) if x.get("batch") else None,
+                       int(x["ctx"]) if x.get("ctx") is not None else None)
         except (TypeError, ValueError):
             raise SpecsimError("dataset.points", x, "each point needs integer tokens >= 1 and ms > 0") from None
-        if pt.tokens < 1 or not pt.ms > 0 or (pt.batch is not None and pt.batch < 1):
-            raise SpecsimError("dataset.points", x, "each point needs integer tokens >= 1, ms > 0 and batch >= 1")
+        if pt.tokens < 1 or not pt.ms > 0 or (pt.batch is not None and pt.batch < 1) or (pt.ctx is not None and pt.ctx < 0):
+            raise SpecsimError("dataset.points", x, "each point needs integer tokens >= 1, ms > 0, batch >= 1, ctx >= 0")
         pts.append(pt)
-    chosen = [pt for pt in pts if pt.tokens in fit_tokens]
-    if not chosen:
-        raise SpecsimError("fit", fit_tokens, f"no dataset point has these token counts; available: {[pt.tokens for pt in pts]}")
     sc = dataset_scenario(d)
+    b0, c0 = sc.workload.batch, sc.workload.ctx
+
+    def in_fit(pt: Point) -> bool:
+        return pt.tokens in fit_tokens and (pt.batch or b0) == b0 and (pt.ctx if pt.ctx is not None else c0) == c0
+
+    chosen = [pt for pt in pts if in_fit(pt)]
+    if not chosen:
+        raise SpecsimError("fit", fit_tokens, f"no dataset point at batch {b0}, ctx {c0} has these token counts; "
+                                              f"available: {sorted({pt.tokens for pt in pts})}")
     res = fit(sc, chosen, baseline_tok_s=d.get("baseline_tok_s"))
     p = scenario_params(res.scenario)
     toks = np.array([pt.tokens for pt in pts], dtype=float)
-    bs = np.array([pt.batch or p["batch"] for pt in pts], dtype=float)
-    pred = np.broadcast_to(verify_breakdown(p, num_draft_tokens=toks, batch=bs)["total"], toks.shape)
+    bs = np.array([pt.batch or b0 for pt in pts], dtype=float)
+    cs = np.array([c0 if pt.ctx is None else pt.ctx for pt in pts], dtype=float)
+    pred = np.broadcast_to(verify_breakdown(p, num_draft_tokens=toks, batch=bs, ctx=cs)["total"], toks.shape)
     rows = []
-    for pt, m, b in zip(pts, pred, bs):
-        rows.append({"tokens": pt.tokens, "batch": int(b), "measured_ms": pt.ms, "predicted_ms": float(m),
-                     "error_pct": float(100 * (m / pt.ms - 1)), "in_fit": pt.tokens in fit_tokens})
+    for pt, m, b, c in zip(pts, pred, bs, cs):
+        rows.append({"tokens": pt.tokens, "batch": int(b), "ctx": int(c), "measured_ms": pt.ms, "predicted_ms": float(m),
+                     "error_pct": float(100 * (m / pt.ms - 1)), "in_fit": in_fit(pt)})
     ape_all = np.array([abs(r["error_pct"]) for r in rows])
     held = np.array([abs(r["error_pct"]) for r in rows if not r["in_fit"]])
     ape = held if held.size else ape_all

@@ -6,10 +6,10 @@ Each family has its own time model, every one ``+ kernel floor`` and a launch co
 replay: per node; eager: host launch per kernel where it outlasts the kernel):
 
 * ``gemm`` - dense weight GEMM over M = B*k rows: ``max(memory, compute)`` where memory is
-  weights + activations over the achieved HBM bandwidth and compute pads M to the MMA row tile
-  with an efficiency that ramps with M (``peak_eff x M / (M + M_half)``, fitted per GPU to a
-  measured GEMM profile). This is what keeps a GEMM flat in M while memory-bound and makes it
-  climb once it is not; a profile's own shapes correct the curve where it measured them.
+  weights + activations over the achieved HBM bandwidth and compute pads M to the MMA row tile,
+  runs at the GPU's GEMM efficiency and still shows the unhidden share of its weight stream
+  (``max(memory, compute + loss x memory)``, fitted per GPU to a measured GEMM profile). This is
+  what keeps a GEMM flat in M while memory-bound and makes it climb once it is not.
 * ``grouped_gemm`` - MoE routed experts: distinct experts' weights read once (fused kernel) or
   every token's experts (gathered kernel); compute with each expert's rows padded to a tile.
 * ``attention`` - each request's KV cache read once (decode kernels: one query per request;
@@ -48,23 +48,23 @@ def _scalar(*xs) -> bool:
 
 
 def gemm_compute_us(p: Params, m, n_cols, k_dim, flop_rate):
-    """Compute time (us) of an M x N x K GEMM: rows padded to the MMA tile plus a fixed overhead.
-
-    ``t = 2 N K (M_pad + M_half) / (peak x peak_eff)``: the achieved efficiency
-    ``peak_eff x M / (M + M_half)`` ramps with M (few output tiles per SM, pipeline fill and
-    epilogue cost ``M_half`` rows' worth), and M is padded to the MMA row tile.
-    """
+    """Compute time (us) of an M x N x K GEMM, rows padded to the MMA tile, at the GPU's GEMM efficiency."""
     if _scalar(m):
         m_pad = math.ceil(max(float(m), 1.0) / GEMM_ROW_TILE) * GEMM_ROW_TILE
     else:
         m_pad = np.ceil(np.maximum(np.asarray(m, dtype=float), 1.0) / GEMM_ROW_TILE) * GEMM_ROW_TILE
-    return 2.0 * (m_pad + p["gemm_half_efficiency_rows"]) * n_cols * k_dim / (flop_rate * p["gemm_peak_efficiency"]) * 1e6
+    return 2.0 * m_pad * n_cols * k_dim / (flop_rate * p["gemm_peak_efficiency"]) * 1e6
 
 
 def gemm_us(p: Params, m, n_cols, k_dim, weight_bytes, act_bytes, bw_eff, flop_rate):
-    """(memory-bound part, compute-bound excess) of one GEMM, us."""
+    """(memory-bound part, compute-bound excess) of one GEMM, us.
+
+    ``t = max(memory, compute + loss x memory)``: once compute-bound, the part of the weight
+    stream that the pipeline does not hide behind the MMAs (``gemm_stream_loss``) still shows.
+    This keeps a GEMM flat in M while memory-bound and makes it climb smoothly past the ridge.
+    """
     mem = (weight_bytes + act_bytes) * (1e6 / (p["hbm_bytes_per_s"] * bw_eff))
-    cmp_ = gemm_compute_us(p, m, n_cols, k_dim, flop_rate)
+    cmp_ = gemm_compute_us(p, m, n_cols, k_dim, flop_rate) + p["gemm_stream_loss"] * mem
     excess = cmp_ - mem
     return mem, (max(excess, 0.0) if _scalar(excess) else np.maximum(excess, 0.0))
 
@@ -133,8 +133,8 @@ def _op_parts(p: Params, op: Op) -> dict:
         return {"weights": mem, "compute": np.maximum(cmp_ - mem, 0.0)}
     if op.family == "attention":
         mem = op.bytes * (1e6 / (bw * op.bw_eff))
-        cmp_ = op.flops * (1e6 / (op.flop_rate * p["flop_efficiency"]))
-        return {"attention": max(mem, cmp_) if _scalar(mem, cmp_) else np.maximum(mem, cmp_)}
+        cmp_ = op.flops * (1e6 / op.flop_rate)  # flop_rate: the attention kernels' achieved peak
+        return {"attention": (max(mem, cmp_) if _scalar(mem, cmp_) else np.maximum(mem, cmp_)) + op.fixed_us}
     if op.family == "elementwise":
         return {"activations": op.act_bytes * (1e6 / (bw * p["elementwise_mem_efficiency"]))}
     if op.family == "collective":

@@ -41,18 +41,26 @@ def graph_width(p: Params, batch, width, graph):
     return np.where(g & fits, padded / np.asarray(batch, dtype=float), np.asarray(width, dtype=float))
 
 
+def vocab_pass_us(p: Params, rows, vocab, topk_over_one=False):
+    """softmax + max (or top-k) over ``rows`` fp32 logit rows of ``vocab`` entries (us, measured form)."""
+    stream = rows * vocab * LOGIT_BYTES / p["vocab_pass_bytes_per_s"] * 1e6
+    factor = np.where(topk_over_one, p["vocab_topk_pass_factor"], 1.0) if np.ndim(topk_over_one) else (
+        p["vocab_topk_pass_factor"] if topk_over_one else 1.0)
+    return p["vocab_topk_fixed_us"] + stream * factor
+
+
 def _eager_small_ms(p: Params, count):
     """count tiny eager kernels: each costs the longer of its launch and its GPU floor."""
     return count * np.maximum(p["eager_launch_us"], p["kernel_floor_us"]) / 1e3
 
 
-def verify_breakdown(p: Params, num_draft_tokens=None, batch=None) -> dict:
-    """Target verify forward (ms by component) over batch x num_draft_tokens tokens."""
+def verify_breakdown(p: Params, num_draft_tokens=None, batch=None, ctx=None) -> dict:
+    """Target verify forward (ms by component) over batch x num_draft_tokens tokens at context ``ctx``."""
     ndt = p["num_draft_tokens"] if num_draft_tokens is None else num_draft_tokens
     b, g = graph_batch(p, p["batch"] if batch is None else batch, p["graph_verify"])
     w = graph_width(p, b, ndt, g)
     real = np.asarray(p["batch"] if batch is None else batch, dtype=float) * np.asarray(ndt, dtype=float)
-    return target_forward_ms(p, w, batch=b, graph=g, multi_token=np.asarray(ndt) > 1, routed_tokens=real)
+    return target_forward_ms(p, w, batch=b, ctx=ctx, graph=g, multi_token=np.asarray(ndt) > 1, routed_tokens=real)
 
 
 def decode_breakdown(p: Params, batch=None) -> dict:
@@ -76,11 +84,10 @@ def cycle_phases_ms(p: Params, tau, verify_parts: dict | None = None) -> dict:
     fwd = draft_forward_ms(p, topk, batch=bd, graph=gd)
     n_fwd = np.maximum(steps - 1, 0)
     per_step_ms = fwd["total"] - gd * p["graph_fixed_us"] / 1e3
-    # softmax + top-k over the draft vocabulary for every row (B x topk), two kernels per step
-    topk_bytes = bd * topk * p["draft_vocab"] * LOGIT_BYTES
-    topk_gpu_us = topk_bytes / (p["hbm_bytes_per_s"] * p["elementwise_mem_efficiency"]) * 1e6 + p["kernel_floor_us"]
-    topk_kernels_ms = 2 * (topk_gpu_us + gd * p["graph_node_us"]) / 1e3 + (1 - gd) * 2 * np.maximum(
-        p["eager_launch_us"] - topk_gpu_us, 0.0) / 1e3
+    # softmax + top-k over the draft vocabulary for every row (B x topk) each step, two kernels
+    topk_gpu_us = vocab_pass_us(p, bd * topk, p["draft_vocab"], topk > 1)
+    topk_kernels_ms = (topk_gpu_us + 2 * gd * p["graph_node_us"]) / 1e3 + (1 - gd) * 2 * np.maximum(
+        p["eager_launch_us"] - topk_gpu_us / 2, 0.0) / 1e3
     draft_gpu = n_fwd * (per_step_ms + topk_kernels_ms) + (n_fwd > 0) * gd * p["graph_fixed_us"] / 1e3
     draft_pre_gpu = _eager_small_ms(p, p["draft_preprocess_kernels"])  # KV slot assignment kernels
 
@@ -88,7 +95,7 @@ def cycle_phases_ms(p: Params, tau, verify_parts: dict | None = None) -> dict:
 
     # accept/sample: tree build + argmax/sampling kernels over the logits, then a host sync
     rows = batch * p["num_draft_tokens"]
-    logits_ms = rows * p["vocab"] * LOGIT_BYTES / (p["hbm_bytes_per_s"] * p["elementwise_mem_efficiency"]) * 1e3
+    logits_ms = vocab_pass_us(p, rows, p["vocab"], False) / 1e3  # argmax / softmax over every verified row
     accept_gpu = _eager_small_ms(p, p["sample_kernels"]) + logits_ms
 
     # draft-extend over accepted + bonus tokens, padded to steps+1 per request (v1 graph width)
@@ -135,7 +142,7 @@ def baseline_step_ms(p: Params) -> dict:
     """One plain decode iteration: target forward + sampling + host (amortised, overlapped)."""
     batch = np.asarray(p["batch"], dtype=float)
     fwd = decode_breakdown(p)["total"]
-    logits_ms = batch * p["vocab"] * LOGIT_BYTES / (p["hbm_bytes_per_s"] * p["elementwise_mem_efficiency"]) * 1e3
+    logits_ms = vocab_pass_us(p, batch, p["vocab"], False) / 1e3
     sample = _eager_small_ms(p, p["decode_sample_kernels"]) + logits_ms
     host = (p["host_per_decode_step_ms"] / p["continuous_decode_steps"]
             + batch * (p["host_per_token_us"] + p["host_per_request_decode_us"]) / 1e3)

@@ -69,15 +69,23 @@ def _elem(name, phase, count, p: Params, act_bytes) -> Op:
     return Op(name, "elementwise", phase, count * p["small_kernel_factor"], act_bytes=act_bytes)
 
 
-def _attention(name, count, p: Params, b, w, ctx_eff, kv_bytes_per_token, q_rows_per_kv, flops_per_row_key, multi):
-    """Attention core over each request's KV: bytes = b x keys x KV bytes; query rows padded to a tile."""
+def _attention(name, count, p: Params, b, w, ctx_eff, kv_bytes_per_token, q_rows_per_kv, flops_per_row_key, multi,
+               work_items=None):
+    """Attention core over each request's KV: bytes = b x keys x KV bytes; query rows padded to a tile.
+
+    The bandwidth it reaches ramps with its parallel work (requests x KV heads): ``eff x W / (W + W_half)``;
+    ``work_items=None`` (MLA: heads share one latent cache) keeps the full efficiency.
+    """
     tile = _where(multi, EXTEND_QUERY_TILE, DECODE_QUERY_TILE)
     rows = q_rows_per_kv * w
     padded = np.ceil(rows / tile) * tile
     padded = float(padded) if np.ndim(padded) == 0 else padded
+    eff = p["attention_mem_efficiency"]
+    if work_items is not None:
+        eff = eff * work_items / (work_items + p["attention_half_efficiency_heads"])
     return Op(name, "attention", "attention", count, bytes=b * ctx_eff * kv_bytes_per_token,
               flops=b * padded / _maximum(q_rows_per_kv, 1e-9) * ctx_eff * flops_per_row_key,
-              bw_eff=p["attention_mem_efficiency"], flop_rate=p["flops_bf16"])
+              bw_eff=eff, flop_rate=p["flops_bf16"] * p["attention_flop_efficiency"], fixed_us=p["attention_fixed_us"])
 
 
 def _allreduce_params(p: Params, graph):
@@ -117,7 +125,7 @@ def target_ops(p: Params, tokens_per_request, batch=None, ctx=None, graph=None, 
         _gemm("kv_proj", "attention", gqa * L * (1 - fused) * 2, p, n, h, kv_r * d, ba, fa),
         _gemm("o_proj", "attention", gqa * L, p, n, heads_r * d, h, ba, fa),
         _attention("attention_gqa", gqa * L, p, b, w, ctx_eff, 2 * kv_r * d * p["bytes_kv"], heads_r / kv_r,
-                   4 * kv_r * (heads_r / kv_r) * d, multi),
+                   4 * kv_r * (heads_r / kv_r) * d, multi, work_items=b * kv_r),
         _elem("attn_norm", "attention", gqa * L, p, 4 * n * h * ACT_BYTES),
         _elem("rope", "attention", gqa * L, p, 2 * n * (heads_r + kv_r) * d * ACT_BYTES),
         _elem("kv_store", "attention", gqa * L, p, 2 * n * 2 * kv_r * d * p["bytes_kv"]),
@@ -240,7 +248,7 @@ def draft_ops(p: Params, tokens_per_request, batch=None, ctx=None, graph=None, f
         _gemm("qkv_proj", "attention", L, p, n, 2 * h, (heads_r + 2 * kv_r) * d, by, fl),
         _gemm("o_proj", "attention", L, p, n, heads_r * d, h, by, fl),
         _attention("attention", L, p, b, w, ctx_eff, 2 * kv_r * d * p["bytes_kv"], heads_r / kv_r,
-                   4 * kv_r * (heads_r / kv_r) * d, (w > 1) if np.ndim(w) else bool(w > 1)),
+                   4 * kv_r * (heads_r / kv_r) * d, (w > 1) if np.ndim(w) else bool(w > 1), work_items=b * kv_r),
         _gemm("gate_up_proj", "mlp", L, p, n, h, 2 * inter, by, fl),
         _gemm("down_proj", "mlp", L, p, n, inter, h, by, fl),
     ]

@@ -21,8 +21,14 @@ def gpu_params(g, dtypes, draft_dtype: str) -> Params:
         "flop_efficiency": g.flop_efficiency,
         "kernel_floor_us": g.kernel_floor_us,
         "gemm_peak_efficiency": g.gemm_peak_efficiency,
-        "gemm_half_efficiency_rows": g.gemm_half_efficiency_rows,
+        "gemm_stream_loss": g.gemm_stream_loss,
         "elementwise_mem_efficiency": g.elementwise_mem_efficiency,
+        "attention_half_efficiency_heads": g.attention_half_efficiency_heads,
+        "attention_fixed_us": g.attention_fixed_us,
+        "vocab_topk_fixed_us": g.vocab_topk_fixed_us,
+        "vocab_pass_bytes_per_s": (g.vocab_pass_bytes_per_s if g.vocab_pass_bytes_per_s is not None
+                                   else g.hbm_bytes_per_s * g.elementwise_mem_efficiency),
+        "vocab_topk_pass_factor": g.vocab_topk_pass_factor,
         "flops_attention": g.flops_for(dtypes.attention),
         "flops_dense": g.flops_for(dtypes.dense_mlp),
         "flops_shared": g.flops_for(dtypes.shared_experts),
@@ -116,6 +122,7 @@ def scenario_params(sc: Scenario) -> Params:
         "fused_projections": float(e.fused_projections),
         "mla_absorbed": float(e.mla_absorbed),
         "attention_mem_efficiency": e.attention_mem_efficiency,
+        "attention_flop_efficiency": e.attention_flop_efficiency,
         "capture_batch_sizes": np.array(sorted(e.capture_batch_sizes) or [0], dtype=float),
         "capture_token_sizes": np.array(sorted(e.capture_token_sizes or []), dtype=float),
         # speculation and workload

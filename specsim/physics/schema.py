@@ -98,8 +98,18 @@ class GPU(_Model):
     flop_efficiency: float = Field(0.78, gt=0, le=1, description="achieved/peak FLOP/s for large GEMMs")
     kernel_floor_us: float = Field(3.0, ge=0, le=1e4, description="minimum GPU time of one kernel (ramp-up, tail, sync)")
     gemm_peak_efficiency: float = Field(0.73, gt=0, le=1, description="achieved/peak FLOP/s of large compute-bound GEMMs")
-    gemm_half_efficiency_rows: float = Field(
-        13.0, gt=0, le=1e5, description="GEMM rows M at which compute efficiency is half its peak (tile occupancy ramp)")
+    gemm_stream_loss: float = Field(
+        0.15, ge=0, le=1, description="share of a GEMM's weight streaming not hidden behind its compute once compute-bound")
+    attention_half_efficiency_heads: float = Field(
+        4.0, ge=0, le=1e5, description="(request x KV head) work items at which attention bandwidth is half its peak")
+    attention_fixed_us: float = Field(
+        0.0, ge=0, le=1e4, description="extra fixed time of an attention kernel beyond the kernel floor (split-KV combine, setup)")
+    vocab_topk_fixed_us: float = Field(
+        0.0, ge=0, le=1e5, description="fixed time of a softmax + max/top-k over a vocabulary (row reductions)")
+    vocab_pass_bytes_per_s: float | None = Field(
+        None, gt=0, le=1e15, description="streaming rate of softmax + max over fp32 logits; None: elementwise bandwidth")
+    vocab_topk_pass_factor: float = Field(
+        1.0, ge=1, le=100, description="top-k (k > 1) time over the vocabulary relative to softmax + max")
     elementwise_mem_efficiency: float = Field(
         0.7, gt=0, le=1, description="achieved/datasheet HBM BW of elementwise kernels (norms, rotary, activations)")
     sources: dict[str, str] = Field(default_factory=dict)
@@ -283,6 +293,8 @@ class Engine(_Model):
     fused_projections: bool = Field(True, description="qkv and gate_up run as one GEMM each")
     mla_absorbed: bool = Field(True, description="MLA attention over the latent cache (SGLang); False: per-head K/V")
     moe_mem_efficiency: float = Field(0.6, gt=0, le=1, description="achieved/datasheet HBM BW of routed-expert GEMMs at small widths")
+    attention_flop_efficiency: float = Field(
+        0.75, gt=0, le=1, description="achieved/peak FLOP/s of the attention kernels once compute-bound (FA3 ~0.75, FA2 ~0.35)")
     attention_mem_efficiency: float = Field(0.6, gt=0, le=1, description="achieved/datasheet HBM BW of attention over the KV cache")
     capture_batch_sizes: list[int] = Field(
         default_factory=lambda: list(range(1, 9)) + list(range(10, 33, 2)) + list(range(40, 65, 4)) + list(range(72, 257, 8)),

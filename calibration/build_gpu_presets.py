@@ -1,0 +1,72 @@
+"""Write the measured H200 profile's fits into the GPU and engine presets.
+
+    python calibration/build_gpu_presets.py     # rewrites models/gpus.json and models/engines.json in place
+
+The ``h200`` preset takes every fitted value from ``models/profiles/h200.json`` (measured with
+``specsim measure gpu`` on one H200; see models/profiles/README.md). The other GPUs have no
+profile yet: Hopper parts (H100, H20) carry the H200's per-kernel efficiencies over (same SM and
+memory system generation), the rest carry them as an assumption; rates that scale with memory
+bandwidth (the vocabulary pass) scale by the datasheet bandwidth ratio. Every value says which.
+The engine presets take the measured graph-replay, eager-launch and attention-bandwidth values.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from specsim.analysis.profile_fit import fit_profile  # noqa: E402
+from specsim.io.presets import get_gpu  # noqa: E402
+
+PROFILE = "models/profiles/h200.json"
+HOPPER = ("h100", "h20")
+CARRIED = ("b200", "a100", "rtx3090")
+SCALES_WITH_BANDWIDTH = ("vocab_pass_bytes_per_s",)
+ENGINES_TAKING_LAUNCH = ("sglang", "sglang-v2", "vllm")
+
+
+def main() -> None:
+    prof = json.loads((ROOT / PROFILE).read_text())
+    h200, _ = get_gpu("h200")
+    fit = fit_profile(prof, h200)
+    when = prof["provenance"]["date_utc"][:10]
+    src_meas = f"fitted to {PROFILE} (specsim measure gpu, one NVIDIA H200, {when}; fit residuals in its README)"
+    gpus = json.loads((ROOT / "models" / "gpus.json").read_text())
+    for key, entry in gpus.items():
+        if key.startswith("_"):
+            continue
+        g = entry["gpu"]
+        for name, v in fit.gpu.items():
+            if key == "h200":
+                g[name], g["sources"][name] = v, src_meas
+                continue
+            if key not in HOPPER + CARRIED:
+                continue
+            val = v * g["hbm_bytes_per_s"] / h200.hbm_bytes_per_s if name in SCALES_WITH_BANDWIDTH else v
+            how = "scaled by the datasheet bandwidth ratio to the H200" if name in SCALES_WITH_BANDWIDTH else "carried over"
+            kind = "same Hopper SM and memory generation" if key in HOPPER else "assumed: not measured on this GPU"
+            g[name] = val
+            g["sources"][name] = f"H200 value {how} ({kind}) until this GPU is profiled; {src_meas}"
+    (ROOT / "models" / "gpus.json").write_text(json.dumps(gpus, indent=2) + "\n")
+
+    engines = json.loads((ROOT / "models" / "engines.json").read_text())
+    for key, entry in engines.items():
+        if key.startswith("_"):
+            continue
+        e = entry["engine"]
+        for name, v in fit.engine.items():
+            if name != "attention_mem_efficiency" and key not in ENGINES_TAKING_LAUNCH:
+                continue  # hf-transformers keeps its own eager-launch measurement
+            e[name] = v
+            e["sources"][name] = (f"{src_meas}; torch SDPA flash kernel with GQA packing, as engines pack it"
+                                  if name == "attention_mem_efficiency" else src_meas)
+    (ROOT / "models" / "engines.json").write_text(json.dumps(engines, indent=2) + "\n")
+    print(json.dumps(fit.to_dict(), indent=1))
+
+
+if __name__ == "__main__":
+    main()

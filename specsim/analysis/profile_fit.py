@@ -1,0 +1,170 @@
+"""Turn a measured hardware profile (``specsim measure gpu``) into the cost model's GPU parameters.
+
+Each fit moves physically named parameters of one kernel family to what the GPU measured:
+
+* dense GEMMs vs M -> ``mem_efficiency``, ``gemm_peak_efficiency``, ``gemm_stream_loss``,
+  ``kernel_floor_us`` (least squares in log time over every measured shape and M);
+* attention decode/verify vs batch x context -> ``attention_mem_efficiency``,
+  ``attention_half_efficiency_heads``, ``attention_fixed_us``;
+* elementwise copies -> ``elementwise_mem_efficiency``;
+* softmax + max / top-k over a vocabulary -> ``vocab_pass_bytes_per_s``, ``vocab_topk_fixed_us``;
+* graph replay and eager launch -> ``graph_fixed_us``, ``graph_node_us``, ``eager_launch_us``.
+
+The same functions build the shipped ``h200`` preset (``calibration/build_gpu_presets.py``) and
+apply a user's own profile (``--profile FILE``), so both go through one path.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..errors import SpecsimError
+
+ATTENTION_FIT_MAX_ITEMS = 128  # (request x KV head) work items: above it the profiled torch kernel plateaus
+
+
+@dataclass
+class ProfileFit:
+    """Fitted values by parameter name, with the residuals of each family's fit (modeled vs measured)."""
+
+    gpu: dict[str, float] = field(default_factory=dict)
+    engine: dict[str, float] = field(default_factory=dict)
+    residuals: dict[str, dict] = field(default_factory=dict)
+    source: str = ""
+
+    def to_dict(self) -> dict:
+        return {"gpu": self.gpu, "engine": self.engine, "residuals": self.residuals, "source": self.source}
+
+
+def _stats(model_us: np.ndarray, meas_us: np.ndarray) -> dict:
+    err = 100.0 * (model_us / meas_us - 1.0)
+    return {"points": int(err.size), "mape_pct": float(np.mean(np.abs(err))), "max_abs_pct": float(np.max(np.abs(err))),
+            "median_pct": float(np.median(err))}
+
+
+def fit_gemm(profile: dict, hbm_bytes_per_s: float, bf16_flops: float, node_us: float) -> tuple[dict, dict]:
+    """Dense bf16 GEMM curves -> memory efficiency, compute peak efficiency and ramp, kernel floor."""
+    from scipy.optimize import least_squares
+
+    from ..physics.cost import gemm_us
+
+    rows = [(c["k"], c["n"], p["m"], p["us"]) for c in profile.get("gemm", {}).get("curves", [])
+            if c.get("dtype") == "bf16" and c.get("kind") == "dense" for p in c.get("points", [])]
+    if len(rows) < 8:
+        raise SpecsimError("profile", "gemm", "needs at least 8 dense bf16 GEMM points to fit")
+    k, n, m, us = (np.asarray(a, dtype=float) for a in zip(*rows))
+
+    def model(x):
+        p = {"hbm_bytes_per_s": hbm_bytes_per_s, "gemm_peak_efficiency": x[0], "gemm_stream_loss": x[1]}
+        mem, excess = gemm_us(p, m, n, k, k * n * 2.0, m * (k + n) * 2.0, x[2], bf16_flops)
+        return mem + excess + x[3] + node_us
+
+    sol = least_squares(lambda x: np.log(model(x) / us), [0.75, 0.15, 0.85, 3.0],
+                        bounds=([0.05, 0.0, 0.05, 0.0], [1.0, 1.0, 1.0, 30.0]))
+    x = sol.x
+    return ({"gemm_peak_efficiency": float(x[0]), "gemm_stream_loss": float(x[1]), "mem_efficiency": float(x[2]),
+             "kernel_floor_us": float(x[3])}, _stats(model(x), us))
+
+
+def fit_attention(profile: dict, hbm_bytes_per_s: float, node_us: float) -> tuple[dict, dict]:
+    """Attention (folded GQA, as engines pack it) -> bandwidth efficiency, its ramp with work items, fixed cost."""
+    from scipy.optimize import least_squares
+
+    sec = profile.get("attention", {})
+    kv_heads = float(sec.get("shape", {}).get("kv_heads", 8))
+    pts = [p for p in sec.get("points", []) if p.get("variant") == "fold" and p.get("kv_bytes")]
+    pts = [p for p in pts if p["batch"] * kv_heads <= ATTENTION_FIT_MAX_ITEMS]
+    if len(pts) < 6:
+        raise SpecsimError("profile", "attention", "needs at least 6 folded attention points to fit")
+    by = np.array([p["kv_bytes"] for p in pts], dtype=float)
+    items = np.array([p["batch"] * kv_heads for p in pts], dtype=float)
+    us = np.array([p["us"] for p in pts], dtype=float)
+
+    def model(x):
+        eff = x[0] * items / (items + x[1])
+        return by / (hbm_bytes_per_s * eff) * 1e6 + x[2] + node_us
+
+    sol = least_squares(lambda x: np.log(model(x) / us), [0.85, 4.0, 6.0], bounds=([0.05, 0.0, 0.0], [1.0, 4096.0, 100.0]))
+    x = sol.x
+    return ({"attention_mem_efficiency": float(x[0]), "attention_half_efficiency_heads": float(x[1]),
+             "attention_fixed_us": float(x[2])}, _stats(model(x), us))
+
+
+def fit_vocab(profile: dict) -> tuple[dict, dict]:
+    """softmax + max over fp32 logits vs rows x vocab -> a fixed time and a streaming rate."""
+    pts = [p for p in profile.get("topk", {}).get("points", []) if p.get("k") == 1]
+    if len(pts) < 4:
+        raise SpecsimError("profile", "topk", "needs at least 4 softmax+max points to fit")
+    elems = np.array([p["rows"] * p["vocab"] for p in pts], dtype=float)
+    us = np.array([p["us"] for p in pts], dtype=float)
+    # t = fixed + 4 bytes x elements / rate, fitted with relative weights
+    A = np.stack([np.ones_like(elems), 4.0 * elems], axis=1) / us[:, None]
+    coef, *_ = np.linalg.lstsq(A, np.ones_like(us), rcond=None)
+    fixed, inv_rate = float(max(coef[0], 0.0)), float(max(coef[1], 1e-18))
+    model = fixed + 4.0 * elems * inv_rate
+    # top-k (k > 1) against softmax + max at the same rows x vocab: the extra streaming passes
+    maxes = {(p["rows"], p["vocab"]): p["us"] for p in pts}
+    ratios = [(q["us"] - fixed) / (maxes[(q["rows"], q["vocab"])] - fixed)
+              for q in profile.get("topk", {}).get("points", [])
+              if q.get("k", 1) > 1 and (q["rows"], q["vocab"]) in maxes and q["rows"] * q["vocab"] >= 2**24
+              and maxes[(q["rows"], q["vocab"])] > fixed]
+    vals = {"vocab_topk_fixed_us": fixed, "vocab_pass_bytes_per_s": 1e6 / inv_rate}
+    if ratios:
+        vals["vocab_topk_pass_factor"] = float(max(np.median(ratios), 1.0))
+    return vals, _stats(model, us)
+
+
+def fit_profile(profile: dict, gpu) -> ProfileFit:
+    """Every family's fit for a GPU preset (``gpu`` gives the datasheet bandwidth and peak)."""
+    g = profile.get("graph", {})
+    node = float(g.get("per_node_us", 1.0))
+    out = ProfileFit(source=f"specsim measure gpu on {profile.get('provenance', {}).get('gpu_name', '?')}, "
+                            f"{profile.get('provenance', {}).get('date_utc', '?')}")
+    vals, res = fit_gemm(profile, gpu.hbm_bytes_per_s, gpu.peak_flops["bf16"], node)
+    out.gpu.update(vals)
+    out.residuals["gemm"] = res
+    vals, res = fit_attention(profile, gpu.hbm_bytes_per_s, node)
+    out.engine["attention_mem_efficiency"] = vals.pop("attention_mem_efficiency")
+    vals["attention_fixed_us"] = max(vals["attention_fixed_us"] - out.gpu["kernel_floor_us"], 0.0)  # floor counted apart
+    out.gpu.update(vals)
+    out.residuals["attention"] = res
+    vals, res = fit_vocab(profile)
+    out.gpu.update(vals)
+    out.residuals["vocab_softmax_max"] = res
+    copies = [p["bytes_per_s"] for p in profile.get("copy", {}).get("points", [])
+              if "elementwise" in p.get("variant", "") and p.get("bytes", 0) >= 2**26]
+    if copies:
+        out.gpu["elementwise_mem_efficiency"] = float(min(np.median(copies) / gpu.hbm_bytes_per_s, 1.0))
+    if "fixed_us" in g:
+        out.engine["graph_fixed_us"] = float(g.get("idle_replay_us", g["fixed_us"]))
+        out.engine["graph_node_us"] = node
+    if "eager_launch_us" in g:
+        out.engine["eager_launch_us"] = float(g["eager_launch_us"])
+    return out
+
+
+def apply_profile(sc, path: str):
+    """A copy of the scenario whose GPU (and the engine's launch costs) take a measured profile's fits."""
+    from ..io.presets import scenario_from_dict
+    from ..measure.profile import ProfileError, load_profile
+
+    try:
+        prof = load_profile(path)
+    except ProfileError as exc:
+        raise SpecsimError("profile", path, str(exc)) from None
+    except OSError as exc:
+        raise SpecsimError("profile", path, f"unreadable ({exc.strerror or exc})") from None
+    fit = fit_profile(prof, sc.gpu)
+    data = sc.model_dump()
+    src = f"fitted to the measured profile {path} ({fit.source})"
+    for key, v in fit.gpu.items():
+        data["gpu"][key] = v
+        data["gpu"].setdefault("sources", {})[key] = src
+    for key, v in fit.engine.items():
+        data["engine"][key] = v
+        data["engine"].setdefault("sources", {})[key] = src
+    data["name"] = f"{sc.name}+profile"
+    data.setdefault("provenance", {})["profile"] = {"path": str(path), "fit": fit.to_dict()}
+    return scenario_from_dict(data, "scenario")

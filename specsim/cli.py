@@ -19,6 +19,17 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
     help="specsim: predict speculative-decoding (EAGLE-3) tok/s from physics, calibrated by a few timings.",
 )
+
+
+def _mount_measure() -> None:
+    """``specsim measure ...``: the GPU micro-benchmarks (torch is imported only when one runs)."""
+    from .measure.cli import app as measure_app
+
+    app.add_typer(measure_app, name="measure", help="micro-benchmarks on this machine's GPU -> a hardware profile "
+                                                    "(needs the [measure] extra: torch)")
+
+
+_mount_measure()
 scenario_app = typer.Typer(no_args_is_help=True, help="Show or dump scenarios as JSON.")
 app.add_typer(scenario_app, name="scenario")
 whatif_app = typer.Typer(no_args_is_help=True, help="Before/after what-if analysis of one lever (modeled).")
@@ -93,6 +104,8 @@ except (ImportError, AttributeError):  # pragma: no cover - older typer
     pass
 
 # ---- the one shared set of deployment options: predict, verify, sweep, every whatif, explain, report ----
+ProfileOpt = typer.Option(None, "--profile", help="hardware profile JSON from `specsim measure gpu`: its fits replace "
+                          "the GPU preset's (e.g. models/profiles/h200.json)")
 ScenarioOpt = typer.Option(None, "--scenario", "-s", help="built-in scenario name or scenario JSON file "
                            "(default kimi-k2.5-seed)")
 ModelOpt = typer.Option(None, "--model", help="model preset (see `specsim scenarios`) or path to a Hugging Face "
@@ -117,6 +130,7 @@ _DEPLOYMENT = (  # (parameter, type, option): one definition, reused by every pl
     ("batch", int | None, BatchOpt), ("ctx", int | None, CtxOpt), ("steps", int | None, StepsOpt),
     ("topk", int | None, TopkOpt), ("draft_tokens", int | None, DraftTokensOpt),
     ("accept", float | None, AcceptOpt), ("accept_rates", str | None, AcceptRatesOpt),
+    ("profile", str | None, ProfileOpt),
 )
 
 
@@ -294,6 +308,9 @@ def calibrate(
     moe_kernel: str | None = typer.Option(None, "--moe-kernel", help="fused or per-token"),
     graph: bool | None = typer.Option(None, "--graph/--eager", help="verify replays a CUDA graph, or runs eagerly"),
     engine: str = typer.Option("sglang", "--engine", help="engine preset"),
+    allreduce: str | None = typer.Option(None, "--allreduce", help="all-reduce path of the verify: custom (engine's "
+                                         "one-shot kernel) or nccl; default: nccl with --eager, else the engine's"),
+    profile: str | None = ProfileOpt,
     baseline_tok_s: float | None = typer.Option(None, "--baseline-tok-s", help="measured plain-decode tok/s"),
     from_log: list[Path] = typer.Option([], "--from-log", help="SGLang/vLLM log or bench JSONL; repeat"),
     bootstrap: int = typer.Option(0, "--bootstrap", help="N refits for the uncertainty (default: Jacobian covariance)"),
@@ -316,7 +333,12 @@ def calibrate(
     if ctx is not None and ctx < 0:
         _fail(f"ctx: got {ctx}; must be an integer >= 0")
     pts = [parse_point(x) for x in point]
-    sc = base_scenario(model, gpu, tp, dtype=dtype, ctx=ctx, batch=batch, moe_kernel=moe_kernel, graph=graph, engine=engine)
+    sc = base_scenario(model, gpu, tp, dtype=dtype, ctx=ctx, batch=batch, moe_kernel=moe_kernel, graph=graph, engine=engine,
+                       allreduce=allreduce)
+    if profile is not None:
+        from .analysis.profile_fit import apply_profile
+
+        sc = apply_profile(sc, profile)
     cycles: list[dict] = []
     ingest_note = ""
     if from_log:

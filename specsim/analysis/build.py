@@ -111,8 +111,12 @@ def build_scenario(
     ctx: int | None = None,
     engine: str | None = None,
     dtype: str | None = None,
+    profile: str | None = None,
 ) -> Scenario:
     """A base scenario (name, file or object; default ``kimi-k2.5-seed``) with overrides applied.
+
+    ``profile``: a hardware profile from ``specsim measure gpu`` whose fits replace the GPU's
+    (and the engine's launch) parameters - the user's own measured box instead of the presets.
 
     The one override policy of every command:
 
@@ -250,7 +254,12 @@ def build_scenario(
         if ctx < 0:
             raise SpecsimError("ctx", ctx, "context length must be an integer >= 0")
         data["workload"]["ctx"] = ctx
-    return scenario_from_dict(data, "scenario")
+    out = scenario_from_dict(data, "scenario")
+    if profile is not None:
+        from .profile_fit import apply_profile
+
+        out = apply_profile(out, profile)
+    return out
 
 
 def _model_key(sc: Scenario) -> str | None:

@@ -24,7 +24,7 @@ from ..physics.schema import Scenario
 Z90 = 1.6448536269514722
 MEAS_REL_SIGMA = 0.02  # a measured forward time is good to ~2 %
 MAX_BOOTSTRAP = 2000  # bootstrap refits (each a full least-squares fit)
-MAX_RESIDUAL_PCT = 60.0  # beyond this the inputs, not the parameters, are wrong
+MAX_RESIDUAL_PCT = 25.0  # beyond this the inputs (or missing physics), not the parameters, are wrong: refuse
 PINNED_SD_RATIO = 0.7  # a posterior log-sd below this fraction of the prior's means the data pinned the parameter
 
 class FitParameter(NamedTuple):
@@ -73,6 +73,46 @@ class Point:
     source: str = "--point"
     batch: int | None = None  # requests in this forward (default: the scenario's batch)
     ctx: int | None = None  # context tokens per request (default: the scenario's)
+
+
+MONOTONE_TOLERANCE = 0.05  # a forward over more tokens may measure up to 5 % faster (timing noise, kernel switches)
+BOUND_TOLERANCE_LOG = 0.01  # within 1 % of a bound counts as on it
+
+
+def check_monotone(points: list[Point]) -> None:
+    """Refuse points whose time falls as the tokens per request grow (same batch and context) beyond noise.
+
+    More tokens never take less work: such data contradict the physics (a swapped pair, another
+    setup, or cached/short-circuited runs) and would make the fit meaningless.
+    """
+    groups: dict[tuple, list[Point]] = {}
+    for pt in points:
+        groups.setdefault((pt.batch, pt.ctx), []).append(pt)
+    bad = []
+    for grp in groups.values():
+        grp = sorted(grp, key=lambda q: q.tokens)
+        for i, a in enumerate(grp):
+            for b in grp[i + 1:]:
+                if b.tokens > a.tokens and b.ms < a.ms * (1 - MONOTONE_TOLERANCE):
+                    bad.append(f"{b.tokens}={b.ms:g} < {a.tokens}={a.ms:g}")
+    if bad:
+        raise SpecsimError("point", "; ".join(bad[:3]) + (" ..." if len(bad) > 3 else ""),
+                           f"time falls as tokens grow by more than {MONOTONE_TOLERANCE:.0%} of noise: more tokens cannot "
+                           "take less time on the same setup; check the pairs (tokens=ms)")
+
+
+def at_bounds(values: dict[str, float]) -> dict[str, str]:
+    """The parameters that ended on (within 1 % of) a bound of the parameter table, and which bound."""
+    out = {}
+    for n, v in values.items():
+        fp = PARAMETERS.get(n)
+        if fp is None or not v > 0:
+            continue
+        if math.log(v / fp.lower) < BOUND_TOLERANCE_LOG:
+            out[n] = "lower"
+        elif math.log(fp.upper / v) < BOUND_TOLERANCE_LOG:
+            out[n] = "upper"
+    return out
 
 
 def parse_point(text: str) -> Point:
@@ -130,7 +170,8 @@ class CalibrationResult:
             v, sd = self.values[n], self.sd_log[n]
             lo = max(v * math.exp(-Z90 * sd), PARAMETERS[n][3])
             hi = min(v * math.exp(Z90 * sd), PARAMETERS[n][4])
-            pinned = "yes" if sd < PINNED_SD_RATIO * self.prior_sd_log[n] else "NO (prior)"
+            side = at_bounds({n: v}).get(n)
+            pinned = f"NO ({side} bound)" if side else "yes" if sd < PINNED_SD_RATIO * self.prior_sd_log[n] else "NO (prior)"
             rows.append([n, v, PARAMETERS[n][0], self.priors[n], f"{lo:.3g}..{hi:.3g}", pinned])
         return rows
 
@@ -139,7 +180,8 @@ class CalibrationResult:
             "parameters": {
                 n: {"value": self.values[n], "unit": PARAMETERS[n][0], "meaning": PARAMETERS[n][1], "prior": self.priors[n],
                     "sd_log": self.sd_log[n], "prior_sd_log": self.prior_sd_log[n],
-                    "pinned": self.sd_log[n] < PINNED_SD_RATIO * self.prior_sd_log[n]}
+                    "pinned": self.sd_log[n] < PINNED_SD_RATIO * self.prior_sd_log[n] and not at_bounds({n: self.values[n]}),
+                    "at_bound": at_bounds({n: self.values[n]}).get(n)}
                 for n in self.names
             },
             "cov_log": self.cov_log.tolist(),
@@ -195,6 +237,7 @@ def fit(
         if key in seen and seen[key] != pt.ms:
             raise SpecsimError("point", f"{pt.tokens}={pt.ms}", f"contradicts {pt.tokens}={seen[key]}; give one time per K")
         seen[key] = pt.ms
+    check_monotone(points)
     if not points and baseline_tok_s is None and not cycles:
         raise SpecsimError("point", None, "give at least one --point K=MS, --baseline-tok-s or a log with timings")
     p0 = scenario_params(sc)
@@ -277,9 +320,15 @@ def fit(
          "model_ms": float(v), "error_pct": float(100 * (v / m - 1))}
         for i, (lab, k, m, v) in enumerate(zip(labels, kinds, meas_arr, mv))
     ]
+    bound = at_bounds(values)
     warnings = [
         f"{n} ({PARAMETERS[n][1]}) is not pinned down by the data: it stays near its prior {prior[n]:.3g} {PARAMETERS[n][0]}"
-        for n, s in zip(names, sd) if s >= PINNED_SD_RATIO * PARAMETERS[n][2]
+        for n, s in zip(names, sd) if s >= PINNED_SD_RATIO * PARAMETERS[n][2] and n not in bound
+    ]
+    warnings += [
+        f"{n} ({PARAMETERS[n].meaning}) ended on its {side} bound {values[n]:.3g} {PARAMETERS[n].unit}: the data push it "
+        "past what is physical - check the units, the setup (model, GPU, TP, --graph/--eager) or missing physics"
+        for n, side in bound.items()
     ]
     worst = max(residuals, key=lambda r: abs(r["error_pct"]), default=None)
     if worst is not None and abs(worst["error_pct"]) > MAX_RESIDUAL_PCT:
@@ -361,6 +410,9 @@ def _z(level: float) -> float:
     return float(norm.ppf(0.5 + level / 2))
 
 
+ALLREDUCE_PATHS = {"custom": None, "nccl": "nccl-nvlink4"}  # custom: the GPU preset's own one-shot kernel
+
+
 def base_scenario(
     model: str,
     gpu: str,
@@ -375,13 +427,25 @@ def base_scenario(
     engine_overrides: dict | None = None,
     eager_allreduce: str | None = None,
     name: str | None = None,
+    allreduce: str | None = None,
 ) -> Scenario:
-    """What calibration starts from: the builder's fresh deployment plus calibration's own switches."""
+    """What calibration starts from: the builder's fresh deployment plus calibration's own switches.
+
+    ``allreduce`` (``custom`` or ``nccl``) is the implementation the verify's all-reduces take:
+    an eager verify cannot use a graph-captured custom all-reduce, so it defaults to NCCL there.
+    """
     from ..io.presets import get_allreduce, scenario_from_dict
     from .build import fresh_scenario
 
+    if allreduce is not None and allreduce not in ALLREDUCE_PATHS:
+        raise SpecsimError("allreduce", allreduce, f"choose one of: {', '.join(ALLREDUCE_PATHS)}")
     sc = fresh_scenario(model, gpu, tp, engine, dtype=dtype, batch=batch, ctx=ctx, name=name or f"{model}-{gpu}-tp{tp}")
-    if moe_kernel is None and graph is None and not engine_overrides and not eager_allreduce:
+    eager = graph is False or (graph is None and not sc.engine.graph_verify)
+    if allreduce is None and eager and sc.parallel.tp > 1 and not eager_allreduce:
+        allreduce = "nccl"
+    if allreduce == "nccl" and not eager_allreduce:
+        eager_allreduce = ALLREDUCE_PATHS["nccl"]
+    if moe_kernel is None and graph is None and not engine_overrides and not eager_allreduce and allreduce is None:
         return sc
     data = sc.model_dump()
     e = data["engine"]
@@ -395,6 +459,8 @@ def base_scenario(
     e.update(engine_overrides or {})
     if eager_allreduce:
         data["parallel"]["allreduce_eager"] = get_allreduce(eager_allreduce).model_dump()
+        if allreduce == "nccl" and not eager:  # a graph-replayed verify through NCCL
+            data["parallel"]["allreduce"] = get_allreduce(eager_allreduce).model_dump()
     return scenario_from_dict(data, "scenario")
 
 

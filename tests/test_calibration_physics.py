@@ -1,0 +1,87 @@
+"""Calibration refuses data that contradict the physics, flags bound-hitting parameters, picks the
+right all-reduce path, and a measured hardware profile replaces the GPU preset (--profile)."""
+
+import json
+
+import pytest
+
+from specsim.analysis.calibrate import PARAMETERS, Point, at_bounds, base_scenario, check_monotone, fit, validate
+from specsim.errors import SpecsimError
+
+
+@pytest.mark.parametrize("pts", [[(3, 9.0), (6, 6.0)], [(3, 30.0), (6, 20.0)], [(1, 10.0), (4, 12.0), (8, 9.0)]])
+def test_time_falling_with_tokens_is_refused(pts):
+    with pytest.raises(SpecsimError, match="time falls as tokens grow"):
+        check_monotone([Point(k, ms) for k, ms in pts])
+
+
+def test_noise_sized_dips_and_other_batches_are_accepted():
+    check_monotone([Point(3, 10.0), Point(6, 9.7)])  # 3 % faster: timing noise
+    check_monotone([Point(4, 10.0, batch=8), Point(8, 6.0, batch=1)])  # other batch: another setup
+
+
+@pytest.mark.parametrize("extra", [["--point", "3=9", "--point", "6=6"], ["--point", "3=30", "--point", "6=20"]])
+def test_cli_refuses_falling_points_and_writes_nothing(run_cli, tmp_path, extra):
+    out = tmp_path / "x.json"
+    code, _, err = run_cli("calibrate", "--model", "kimi-k2.5", "--gpu", "h200", "--tp", "8", "--eager", *extra, "--out", str(out))
+    assert code == 2 and not out.exists()
+    lines = [x for x in err.splitlines() if x.strip()]
+    assert len(lines) == 1 and lines[0].startswith("error: point:")
+
+
+def test_bounds_are_detected_and_not_reported_as_pinned():
+    fp = PARAMETERS["mem_efficiency"]
+    assert at_bounds({"mem_efficiency": fp.upper}) == {"mem_efficiency": "upper"}
+    assert at_bounds({"mem_efficiency": fp.lower * 1.001}) == {"mem_efficiency": "lower"}
+    assert at_bounds({"mem_efficiency": 0.5}) == {}
+    # a GPU far slower than the preset can make: the efficiency runs into its lower bound
+    sc = base_scenario("llama-3.1-8b", "h100", 1)
+    res = fit(sc, [Point(3, 26.0), Point(6, 26.5)], names=["mem_efficiency"])
+    d = res.to_dict()["parameters"]["mem_efficiency"]
+    assert d["at_bound"] == "lower" and d["pinned"] is False
+    assert any("lower bound" in w for w in res.warnings)
+
+
+def test_eager_verify_defaults_to_nccl_and_the_flag_chooses():
+    eager = base_scenario("kimi-k2.5", "h200", 8, graph=False)
+    custom = base_scenario("kimi-k2.5", "h200", 8, graph=False, allreduce="custom")
+    assert eager.parallel.allreduce_eager is not None and "NCCL" in eager.parallel.allreduce_eager.name.upper()
+    assert eager.parallel.allreduce_eager.alpha_at(8) > custom.parallel.allreduce.alpha_at(8)
+    assert custom.parallel.allreduce_eager is None  # the verify keeps the engine's custom kernel
+    with pytest.raises(SpecsimError, match="allreduce"):
+        base_scenario("kimi-k2.5", "h200", 8, allreduce="mpi")
+
+
+def test_measured_forwards_calibrated_at_batch_1_predict_other_batches_and_contexts():
+    """Held-out points of the H200 forward sweep (batch <= 16, k <= 64, ctx <= 16K) within 15 %."""
+    for name in ("h200-llama-3.1-8b-forwards", "h200-qwen3-30b-a3b-forwards"):
+        v = validate(name, [3, 6])
+        fitted = [r for r in v.rows if r["in_fit"]]
+        assert {(r["batch"], r["ctx"]) for r in fitted} == {(1, 2048)} and len(fitted) == 2
+        assert all(abs(r["error_pct"]) < 3 for r in fitted)  # the preset fits its own calibration points
+        held = [r for r in v.rows if not r["in_fit"] and r["batch"] <= 16 and r["ctx"] <= 16384]
+        assert len(held) > 150
+        assert max(abs(r["error_pct"]) for r in held) < 15, name
+
+
+def test_profile_replaces_the_gpu_preset(tmp_path):
+    import specsim
+    from specsim.analysis.build import build_scenario
+
+    base = build_scenario(model="llama-3.1-8b", gpu="h100", tp=1)
+    prof = build_scenario(model="llama-3.1-8b", gpu="h100", tp=1, profile="models/profiles/h200.json")
+    assert prof.gpu.mem_efficiency != base.gpu.mem_efficiency or prof.gpu.kernel_floor_us != base.gpu.kernel_floor_us
+    assert "profile" in prof.gpu.sources["mem_efficiency"] and prof.provenance["profile"]["path"].endswith("h200.json")
+    assert specsim.predict(model="llama-3.1-8b", gpu="h100", tp=1, profile="models/profiles/h200.json").tok_s > 0
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps({"schema": "nope"}))
+    with pytest.raises(SpecsimError, match="profile"):
+        build_scenario(model="llama-3.1-8b", gpu="h100", tp=1, profile=str(bad))
+
+
+def test_cli_profile_flag_and_measure_without_torch(run_cli):
+    code, out, err = run_cli("predict", "--model", "llama-3.1-8b", "--gpu", "h200", "--tp", "1",
+                             "--profile", "models/profiles/h200.json", "--json")
+    assert code == 0, err and json.loads(out)["tok_s"] > 0
+    code, _, err = run_cli("predict", "--profile", "/nonexistent/p.json")
+    assert code == 2 and err.strip().startswith("error: profile")

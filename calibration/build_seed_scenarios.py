@@ -62,7 +62,7 @@ def scenario_dict(x: dict, tuned: bool) -> dict:
         "graph_verify": False, "continuous_decode_steps": 4,
         "sources": {**engine.sources,
                     "graph_verify": "seed reading (assumption): the verify forward runs eagerly, the account's own hypothesis; "
-                                    "SGLang normally captures TARGET_VERIFY (internals 1.H)",
+                                    "SGLang normally captures TARGET_VERIFY (models/notes/sglang_eagle_internals.md 1.H)",
                     "continuous_decode_steps": "founding case: --num-continuous-decode-steps 4 (calibration/datasets/founding_case.md)"},
     })
     gpu = gpu.model_copy(update={"kernel_floor_us": x["kernel_floor_us"]})

@@ -26,7 +26,8 @@ PROFILE = "models/profiles/h200.json"
 HOPPER = ("h100", "h20")
 CARRIED = ("b200", "a100", "rtx3090")
 SCALES_WITH_BANDWIDTH = ("vocab_pass_bytes_per_s",)
-ENGINES_TAKING_LAUNCH = ("sglang", "sglang-v2", "vllm")
+ENGINES_TAKING_LAUNCH = ("sglang", "sglang-v2", "vllm", "torch-graph")
+TORCH_KERNEL_ENGINES = ("torch-graph", "hf-transformers")  # attention through torch SDPA (FlashAttention-2)
 
 
 def main() -> None:
@@ -59,7 +60,10 @@ def main() -> None:
             continue
         e = entry["engine"]
         for name, v in fit.engine.items():
-            if name != "attention_mem_efficiency" and key not in ENGINES_TAKING_LAUNCH:
+            if name.startswith("attention_unsplit"):
+                if key not in TORCH_KERNEL_ENGINES:
+                    continue  # FlashInfer / FA3 schedulers balance the sequence split at any batch
+            elif name != "attention_mem_efficiency" and key not in ENGINES_TAKING_LAUNCH:
                 continue  # hf-transformers keeps its own eager-launch measurement
             e[name] = v
             e["sources"][name] = (f"{src_meas}; torch SDPA flash kernel with GQA packing, as engines pack it"

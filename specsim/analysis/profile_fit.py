@@ -88,8 +88,15 @@ def fit_attention(profile: dict, hbm_bytes_per_s: float, node_us: float) -> tupl
 
     sol = least_squares(lambda x: np.log(model(x) / us), [0.85, 4.0, 6.0], bounds=([0.05, 0.0, 0.0], [1.0, 4096.0, 100.0]))
     x = sol.x
-    return ({"attention_mem_efficiency": float(x[0]), "attention_half_efficiency_heads": float(x[1]),
-             "attention_fixed_us": float(x[2])}, _stats(model(x), us))
+    vals = {"attention_mem_efficiency": float(x[0]), "attention_half_efficiency_heads": float(x[1]),
+            "attention_fixed_us": float(x[2])}
+    # past ATTENTION_FIT_MAX_ITEMS the measured kernel stops splitting the sequence: its bandwidth plateaus
+    big = [p["kv_bytes_per_s"] / hbm_bytes_per_s for p in sec.get("points", []) if p.get("variant") == "fold"
+           and p["batch"] * kv_heads > ATTENTION_FIT_MAX_ITEMS and p.get("ctx", 0) >= 2048 and p.get("kv_bytes_per_s")]
+    if big:
+        vals["attention_unsplit_items"] = float(ATTENTION_FIT_MAX_ITEMS)
+        vals["attention_unsplit_efficiency"] = float(np.median(big))
+    return vals, _stats(model(x), us)
 
 
 def fit_vocab(profile: dict) -> tuple[dict, dict]:
@@ -127,6 +134,9 @@ def fit_profile(profile: dict, gpu) -> ProfileFit:
     out.residuals["gemm"] = res
     vals, res = fit_attention(profile, gpu.hbm_bytes_per_s, node)
     out.engine["attention_mem_efficiency"] = vals.pop("attention_mem_efficiency")
+    for key in ("attention_unsplit_items", "attention_unsplit_efficiency"):
+        if key in vals:
+            out.engine[key] = vals.pop(key)
     vals["attention_fixed_us"] = max(vals["attention_fixed_us"] - out.gpu["kernel_floor_us"], 0.0)  # floor counted apart
     out.gpu.update(vals)
     out.residuals["attention"] = res

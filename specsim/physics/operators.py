@@ -83,6 +83,10 @@ def _attention(name, count, p: Params, b, w, ctx_eff, kv_bytes_per_token, q_rows
     eff = p["attention_mem_efficiency"]
     if work_items is not None:
         eff = eff * work_items / (work_items + p["attention_half_efficiency_heads"])
+        # past the split threshold each (request, KV head) streams its whole sequence on one SM
+        unsplit = work_items > p["attention_unsplit_items"]
+        capped = _maximum(0.0, 0.0) + p["attention_unsplit_efficiency"]
+        eff = _where(unsplit, min(eff, capped) if np.ndim(eff) == 0 else np.minimum(eff, capped), eff)
     return Op(name, "attention", "attention", count, bytes=b * ctx_eff * kv_bytes_per_token,
               flops=b * padded / _maximum(q_rows_per_kv, 1e-9) * ctx_eff * flops_per_row_key,
               bw_eff=eff, flop_rate=p["flops_bf16"] * p["attention_flop_efficiency"], fixed_us=p["attention_fixed_us"])
@@ -113,19 +117,24 @@ def target_ops(p: Params, tokens_per_request, batch=None, ctx=None, graph=None, 
     gqa = 1 - mla
     heads_r = p["num_heads"] / tp
     kv_r = _maximum(p["num_kv_heads"] / tp, 1.0)
-    ctx_eff = c + w  # keys attended by the new tokens
+    ctx_eff = c + w + p["static_cache_headroom_tokens"]  # keys attended (a static cache: all of it)
     fused = p["fused_projections"]  # 1: one qkv and one gate_up GEMM; 0: q, k, v / gate, up apart
     ops: list[Op] = []
 
     # --- attention, GQA (weights sharded by heads; KV heads replicate when tp > num_kv_heads)
     d = p["head_dim"]
+    # unpacked GQA (repeat_kv, or a kernel that does not pack a KV head's queries) reads each KV head per query head
+    unpacked = p["attention_unpacked"]
+    unpack = unpacked if unpacked != 0.5 else (1.0 if (np.ndim(multi) == 0 and multi) else 0.0) if np.ndim(multi) == 0 \
+        else np.where(multi, 1.0, 0.0)
+    kv_read_heads = kv_r + unpack * (heads_r - kv_r)
     ops += [
         _gemm("qkv_proj", "attention", gqa * L * fused, p, n, h, (heads_r + 2 * kv_r) * d, ba, fa),
         _gemm("q_proj", "attention", gqa * L * (1 - fused), p, n, h, heads_r * d, ba, fa),
         _gemm("kv_proj", "attention", gqa * L * (1 - fused) * 2, p, n, h, kv_r * d, ba, fa),
         _gemm("o_proj", "attention", gqa * L, p, n, heads_r * d, h, ba, fa),
-        _attention("attention_gqa", gqa * L, p, b, w, ctx_eff, 2 * kv_r * d * p["bytes_kv"], heads_r / kv_r,
-                   4 * kv_r * (heads_r / kv_r) * d, multi, work_items=b * kv_r),
+        _attention("attention_gqa", gqa * L, p, b, w, ctx_eff, 2 * kv_read_heads * d * p["bytes_kv"], heads_r / kv_r,
+                   4 * kv_r * (heads_r / kv_r) * d, multi, work_items=b * kv_read_heads),
         _elem("attn_norm", "attention", gqa * L, p, 4 * n * h * ACT_BYTES),
         _elem("rope", "attention", gqa * L, p, 2 * n * (heads_r + kv_r) * d * ACT_BYTES),
         _elem("kv_store", "attention", gqa * L, p, 2 * n * 2 * kv_r * d * p["bytes_kv"]),

@@ -123,6 +123,10 @@ def scenario_params(sc: Scenario) -> Params:
         "mla_absorbed": float(e.mla_absorbed),
         "attention_mem_efficiency": e.attention_mem_efficiency,
         "attention_flop_efficiency": e.attention_flop_efficiency,
+        "attention_unpacked": {"per_kv_head": 0.0, "per_q_head": 1.0, "per_q_head_multi_token": 0.5}[e.attention_kv_reads],
+        "static_cache_headroom_tokens": float(e.static_cache_headroom_tokens),
+        "attention_unsplit_items": e.attention_unsplit_items,
+        "attention_unsplit_efficiency": e.attention_unsplit_efficiency,
         "capture_batch_sizes": np.array(sorted(e.capture_batch_sizes) or [0], dtype=float),
         "capture_token_sizes": np.array(sorted(e.capture_token_sizes or []), dtype=float),
         # speculation and workload

@@ -293,6 +293,16 @@ class Engine(_Model):
     fused_projections: bool = Field(True, description="qkv and gate_up run as one GEMM each")
     mla_absorbed: bool = Field(True, description="MLA attention over the latent cache (SGLang); False: per-head K/V")
     moe_mem_efficiency: float = Field(0.6, gt=0, le=1, description="achieved/datasheet HBM BW of routed-expert GEMMs at small widths")
+    attention_kv_reads: Literal["per_kv_head", "per_q_head", "per_q_head_multi_token"] = Field(
+        "per_kv_head", description="how often attention reads each KV head: once (GQA packed), once per query head "
+                                   "(repeat_kv / unpacked), or per query head only for multi-token forwards")
+    attention_unsplit_items: float = Field(
+        1e9, gt=0, le=1e9, description="(request x KV head) work items above which the attention kernel stops splitting "
+                                       "the KV sequence across SMs (torch/FA2 heuristic); 1e9: never (balanced schedulers)")
+    attention_unsplit_efficiency: float = Field(
+        1.0, gt=0, le=1, description="achieved/datasheet HBM BW of attention above attention_unsplit_items")
+    static_cache_headroom_tokens: int = Field(
+        0, ge=0, le=10_000_000, description="a static KV cache preallocated this far past the context; attention reads all of it")
     attention_flop_efficiency: float = Field(
         0.75, gt=0, le=1, description="achieved/peak FLOP/s of the attention kernels once compute-bound (FA3 ~0.75, FA2 ~0.35)")
     attention_mem_efficiency: float = Field(0.6, gt=0, le=1, description="achieved/datasheet HBM BW of attention over the KV cache")

@@ -390,6 +390,7 @@ def validate(
     dataset: str = typer.Argument(..., help="dataset JSON (or built-in name, e.g. kimi-k2.5-seed)"),
     fit_tokens: str = typer.Option("3,6", "--fit", help="token counts to calibrate on"),
     max_mape: float | None = typer.Option(None, "--max-mape", help="exit 1 if the MAPE (%) exceeds this"),
+    fmt: Fmt = typer.Option(Fmt.text, "--format", help="text, markdown (md: the README's accuracy tables) or json"),
     as_json: bool = JsonOpt,
 ) -> None:
     """Calibrate on a subset of measured points and score the prediction of all of them.
@@ -397,13 +398,17 @@ def validate(
     Example: specsim validate calibration/datasets/kimi-k2.5-seed.json --fit 3 --max-mape 10
     """
     from .analysis.calibrate import validate as _validate
-    from .analysis.validate_sweeps import held_out_errors, is_sweeps_dataset, sweeps_text, validate_sweeps
-    from .output.render import table_text
+    from .analysis.validate_sweeps import held_out_errors, is_sweeps_dataset, sweeps_markdown, sweeps_text, validate_sweeps
+    from .output.render import table_markdown, table_text
 
+    as_json = as_json or fmt == Fmt.json
+    markdown = fmt in (Fmt.markdown, Fmt.md)
     if is_sweeps_dataset(dataset):  # published batch sweeps: tau fitted at the smallest batch, the rest held out
         vs = validate_sweeps(dataset)
         if as_json:
             _emit(vs.to_dict())
+        elif markdown:
+            typer.echo(sweeps_markdown(vs))
         else:
             typer.echo(sweeps_text(vs))
         errs = held_out_errors(vs)
@@ -417,8 +422,11 @@ def validate(
     if as_json:
         _emit(v.to_dict())
     else:
-        rows = [[r["tokens"], r["measured_ms"], r["predicted_ms"], r["error_pct"], "fit" if r["in_fit"] else ""] for r in v.rows]
-        typer.echo(table_text(["tokens", "measured ms", "predicted ms", "error %", ""], rows, f"{v.dataset}: fit on {v.fit_tokens}"))
+        rows = [[r["tokens"], r["batch"], r["ctx"], r["measured_ms"], r["predicted_ms"], r["error_pct"],
+                 "fit" if r["in_fit"] else ""] for r in v.rows]
+        head = ["tokens", "batch", "ctx", "measured ms", "predicted ms", "error %", ""]
+        title = f"{v.dataset}: fit on {v.fit_tokens} tokens at its own batch and context; the rest held out"
+        typer.echo(table_markdown(head, rows) if markdown else table_text(head, rows, title))
         scope = "held-out points" if v.held_out else "all points (every point was in the fit)"
         typer.echo(f"MAPE {v.mape_pct:.2f}%  median {v.median_ape_pct:.2f}%  worst {v.max_ape_pct:.2f}%  over {scope}"
                    f"; all points: MAPE {v.mape_all_pct:.2f}%")

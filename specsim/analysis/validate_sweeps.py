@@ -57,7 +57,8 @@ def _ctx(sw: dict) -> int:
 
 
 def _predict_kw(sw: dict) -> dict:
-    return dict(model=sw["model"], gpu=sw["gpu"], tp=int(sw.get("tp") or 1), engine=sw["engine"],
+    return dict(model=sw["model"], gpu=sw.get("gpu_preset") or sw["gpu"], tp=int(sw.get("tp") or 1),
+                engine=sw.get("engine_preset") or sw["engine"],
                 steps=int(sw["steps"]), topk=int(sw.get("topk") or 1), ctx=_ctx(sw),
                 **({"draft_tokens": int(sw["num_draft_tokens"])} if (sw.get("topk") or 1) > 1 else {}))
 
@@ -82,7 +83,7 @@ def score_sweep(sw: dict) -> SweepScore:
 
     sid = sw.get("id", "?")
     try:
-        get_model(sw["model"]), get_gpu(sw["gpu"]), get_engine(sw["engine"])
+        get_model(sw["model"]), get_gpu(sw.get("gpu_preset") or sw["gpu"]), get_engine(sw.get("engine_preset") or sw["engine"])
         kw = _predict_kw(sw)
     except (SpecsimError, KeyError, TypeError, ValueError) as exc:
         return SweepScore(sid, str(sw.get("model")), None, skipped=f"not expressible with the presets ({exc})")
@@ -120,11 +121,13 @@ def score_baselines(baselines: list[dict]) -> list[dict]:
         if not isinstance(tok, (int, float)) or not math.isfinite(tok) or tok <= 0:
             continue
         try:
-            p = predict(model=b["model"], gpu=b["gpu"], tp=int(b.get("tp") or 1), engine=b["engine"],
+            p = predict(model=b["model"], gpu=b.get("gpu_preset") or b["gpu"], tp=int(b.get("tp") or 1),
+                        engine=b.get("engine_preset") or b["engine"],
                         batch=int(b.get("batch") or 1), ctx=int(b.get("ctx") or DEFAULT_CTX))
         except (SpecsimError, KeyError, TypeError, ValueError):
             continue
-        out.append({"id": b.get("id"), "setup": f"{b['model']} {b['gpu']} TP{b.get('tp') or 1} {b['engine']}",
+        out.append({"id": b.get("id"), "setup": f"{b['model']} {b.get('gpu_preset') or b['gpu']} TP{b.get('tp') or 1} "
+                                                f"{b.get('engine_preset') or b['engine']}",
                     "published_tok_s": float(tok), "predicted_tok_s": p.baseline_tok_s,
                     "error_pct": 100 * (p.baseline_tok_s / float(tok) - 1), "fitted": False})
     return out
@@ -198,4 +201,29 @@ def sweeps_text(v: SweepValidation) -> str:
     if skipped:
         parts.append(f"skipped {len(skipped)} sweeps the presets cannot express: " + ", ".join(s.id for s in skipped)
                      + " (--json gives each reason)")
+    return "\n\n".join(parts)
+
+
+def sweeps_markdown(v: SweepValidation) -> str:
+    """The README's accuracy tables: each expressible sweep's rows, then the zero-shot baselines (Markdown)."""
+    from ..output.render import table_markdown
+
+    parts = []
+    rows = []
+    for s in v.sweeps:
+        if s.skipped:
+            continue
+        held = [r for r in s.rows if not r["fitted"]]
+        cells = ", ".join(f"{r['batch']}: {r['published_speedup']:.2f} / {r['predicted_speedup']:.2f} ({r['error_pct']:+.0f} %)"
+                          for r in s.rows)
+        worst = max((abs(r["error_pct"]) for r in held), default=float("nan"))
+        rows.append([s.id, s.setup, f"{s.tau:.2f}", cells, f"{worst:.1f}"])
+    parts.append(table_markdown(["sweep", "setup", "tau (fitted at smallest batch)",
+                                 "batch: published / modeled speedup (error)", "worst held-out %"], rows))
+    if v.baselines:
+        parts.append(table_markdown(["batch-1 baseline (zero-shot)", "published tok/s", "modeled tok/s", "error %"],
+                                    [[b["setup"], b["published_tok_s"], b["predicted_tok_s"], b["error_pct"]] for b in v.baselines]))
+    errs = held_out_errors(v)
+    if errs:
+        parts.append(f"Held-out sweep rows: {len(errs)}, MAPE {sum(errs) / len(errs):.1f} %, worst {max(errs):.1f} %.")
     return "\n\n".join(parts)

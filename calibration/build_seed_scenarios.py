@@ -41,7 +41,7 @@ SEED_RATES = [0.73, 0.507, 0.22, 0.18, 0.16, 0.15, 0.14, 0.13, 0.12, 0.12]
 # The seed's six fitted quantities: which calibrate parameter each is, and its starting prior (value, why).
 # Units, meanings, spreads and bounds come from the one parameter table, specsim.analysis.calibrate.PARAMETERS.
 FIT = {
-    "kernel_floor_us": ("kernel_floor_us", 3.0, "AIConfigurator per-kernel constant (the h200 preset's kernel_floor_us)"),
+    "kernel_floor_us": ("kernel_floor_us", 3.0, "AIConfigurator per-kernel constant, 3 us (https://github.com/ai-dynamo/aiconfigurator)"),
     "moe_mem_efficiency": ("moe_mem_efficiency", 0.45, "INT4 grouped-GEMM at 3-6 tokens well below peak (founding case)"),
     "eager_launch_us": ("eager_launch_us", 7.5, "H200 eager launch 8-10 us (calibration/datasets/h200_micro.json)"),
     "nccl_alpha_untuned_us": ("allreduce_alpha_eager_us", 60.0, "NCCL small all-reduce, default protocol, TP8 (tens of us)"),

@@ -104,6 +104,8 @@ except (ImportError, AttributeError):  # pragma: no cover - older typer
     pass
 
 # ---- the one shared set of deployment options: predict, verify, sweep, every whatif, explain, report ----
+GraphMaxOpt = typer.Option(None, "--graph-max", help="largest captured CUDA-graph size (requests; tokens for vLLM): "
+                           "bigger batches run eagerly (default: the engine preset's list)")
 ProfileOpt = typer.Option(None, "--profile", help="hardware profile JSON from `specsim measure gpu`: its fits replace "
                           "the GPU preset's (e.g. models/profiles/h200.json)")
 ScenarioOpt = typer.Option(None, "--scenario", "-s", help="built-in scenario name or scenario JSON file "
@@ -130,7 +132,7 @@ _DEPLOYMENT = (  # (parameter, type, option): one definition, reused by every pl
     ("batch", int | None, BatchOpt), ("ctx", int | None, CtxOpt), ("steps", int | None, StepsOpt),
     ("topk", int | None, TopkOpt), ("draft_tokens", int | None, DraftTokensOpt),
     ("accept", float | None, AcceptOpt), ("accept_rates", str | None, AcceptRatesOpt),
-    ("profile", str | None, ProfileOpt),
+    ("profile", str | None, ProfileOpt), ("graph_max", int | None, GraphMaxOpt),
 )
 
 

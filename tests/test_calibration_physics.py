@@ -85,3 +85,14 @@ def test_cli_profile_flag_and_measure_without_torch(run_cli):
     assert code == 0, err and json.loads(out)["tok_s"] > 0
     code, _, err = run_cli("predict", "--profile", "/nonexistent/p.json")
     assert code == 2 and err.strip().startswith("error: profile")
+
+
+def test_graph_max_makes_larger_batches_eager():
+    import specsim
+
+    kw = dict(model="llama-3.1-8b", gpu="h100", tp=1, engine="sglang", steps=3, accept=2.5)
+    small_graphed = specsim.predict(batch=4, **kw)
+    small_eager = specsim.predict(batch=4, graph_max=2, **kw)  # batch 4 > 2: eager verify and draft
+    assert small_eager.verify_ms > small_graphed.verify_ms + 0.5  # hundreds of kernels, each ~10 us to launch
+    assert specsim.predict(batch=2, graph_max=2, **kw).verify_ms == pytest.approx(
+        specsim.predict(batch=2, **kw).verify_ms)

@@ -112,11 +112,15 @@ def build_scenario(
     engine: str | None = None,
     dtype: str | None = None,
     profile: str | None = None,
+    graph_max: int | None = None,
 ) -> Scenario:
     """A base scenario (name, file or object; default ``kimi-k2.5-seed``) with overrides applied.
 
     ``profile``: a hardware profile from ``specsim measure gpu`` whose fits replace the GPU's
     (and the engine's launch) parameters - the user's own measured box instead of the presets.
+    ``graph_max``: the largest CUDA-graph size the engine captures (requests, e.g. SGLang's
+    ``--cuda-graph-max-bs``; tokens for token-captured engines, vLLM's max capture size): larger
+    batches run that phase eagerly.
 
     The one override policy of every command:
 
@@ -254,6 +258,16 @@ def build_scenario(
         if ctx < 0:
             raise SpecsimError("ctx", ctx, "context length must be an integer >= 0")
         data["workload"]["ctx"] = ctx
+    if graph_max is not None:
+        if not 0 <= graph_max <= 1_000_000:
+            raise SpecsimError("graph-max", graph_max, "must be an integer in [0, 1000000] (0: no CUDA graphs)")
+        eng = data["engine"]
+        eng["capture_batch_sizes"] = [s for s in eng.get("capture_batch_sizes") or [] if s <= graph_max]
+        if eng.get("capture_token_sizes"):
+            eng["capture_token_sizes"] = [s for s in eng["capture_token_sizes"] if s <= graph_max] or None
+            if eng["capture_token_sizes"] is None:
+                eng["capture_batch_sizes"] = []
+        eng.setdefault("sources", {})["capture_batch_sizes"] = f"--graph-max {graph_max} (user)"
     out = scenario_from_dict(data, "scenario")
     if profile is not None:
         from .profile_fit import apply_profile

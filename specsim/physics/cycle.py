@@ -49,6 +49,11 @@ def vocab_pass_us(p: Params, rows, vocab, topk_over_one=False):
     return p["vocab_topk_fixed_us"] + stream * factor
 
 
+def argmax_pass_us(p: Params, rows, vocab):
+    """Greedy sampling: one streaming pass over ``rows`` fp32 logit rows (argmax), at elementwise bandwidth."""
+    return rows * vocab * LOGIT_BYTES / (p["hbm_bytes_per_s"] * p["elementwise_mem_efficiency"]) * 1e6 + p["kernel_floor_us"]
+
+
 def _eager_small_ms(p: Params, count):
     """count tiny eager kernels: each costs the longer of its launch and its GPU floor."""
     return count * np.maximum(p["eager_launch_us"], p["kernel_floor_us"]) / 1e3
@@ -95,7 +100,7 @@ def cycle_phases_ms(p: Params, tau, verify_parts: dict | None = None) -> dict:
 
     # accept/sample: tree build + argmax/sampling kernels over the logits, then a host sync
     rows = batch * p["num_draft_tokens"]
-    logits_ms = vocab_pass_us(p, rows, p["vocab"], False) / 1e3  # argmax / softmax over every verified row
+    logits_ms = argmax_pass_us(p, rows, p["vocab"]) / 1e3  # greedy accept: argmax over every verified row
     accept_gpu = _eager_small_ms(p, p["sample_kernels"]) + logits_ms
 
     # draft-extend over accepted + bonus tokens, padded to steps+1 per request (v1 graph width)
@@ -142,7 +147,7 @@ def baseline_step_ms(p: Params) -> dict:
     """One plain decode iteration: target forward + sampling + host (amortised, overlapped)."""
     batch = np.asarray(p["batch"], dtype=float)
     fwd = decode_breakdown(p)["total"]
-    logits_ms = vocab_pass_us(p, batch, p["vocab"], False) / 1e3
+    logits_ms = argmax_pass_us(p, batch, p["vocab"]) / 1e3
     sample = _eager_small_ms(p, p["decode_sample_kernels"]) + logits_ms
     host = (p["host_per_decode_step_ms"] / p["continuous_decode_steps"]
             + batch * (p["host_per_token_us"] + p["host_per_request_decode_us"]) / 1e3)

@@ -506,3 +506,119 @@ def test_mutated_valid_lines_only_raise_ingest_error(lines: list[str]) -> None:
         return
     _check_invariants(r)
     assert r.lines_total == len("\n".join(lines).splitlines())
+
+
+# ---- block-level fast path (ingest_files / ingest_text) == per-line path ----------------------
+
+
+def _synthetic_lines(seed: int, n: int) -> list[str]:
+    """SGLang decode lines of several layouts with the cases the block path must treat exactly as
+    the per-line path: idle gaps, running-req 0, warm-up, values outside the fast layout, CRLF,
+    corrupt lines, spec changes and other formats between them."""
+    import random
+
+    rng = random.Random(seed)
+    out: list[str] = []
+    t = 0
+    for i in range(n):
+        t += rng.choice((1, 1, 2, 45))  # an occasional idle gap
+        ts = f"2025-10-22 {(t // 3600) % 24:02d}:{(t // 60) % 60:02d}:{t % 60:02d}"
+        batch = rng.choice((0, 1, 4, 4, 8, 8, 8))
+        acc = rng.choice(("2.40", "1.00", "3.10", "01.50", "1.0000000000000000000001", "2.5"))
+        rate = rng.choice(("0.60", "1.00", "1.0", "0.7", "00.3"))
+        gen = rng.choice(("250.00", "512.00", "30.10", "2.00", "0.00", "1000", "0.39"))
+        k = rng.random()
+        if k < 0.45:
+            line = (f"[{ts} TP0] Decode batch. #running-req: {batch}, #token: 900, token usage: 0.10, "
+                    f"accept len: {acc}, accept rate: {rate}, cuda graph: True, gen throughput (token/s): {gen}, "
+                    f"#queue-req: 0, ")
+        elif k < 0.6:
+            line = (f"[{ts} DP0 TP1] Decode batch [{i}], #running-req: {batch}, #token: 900, token usage: 0.12, "
+                    f"accept len: {acc}, cuda graph: False, gen throughput (token/s): {gen}, #queue-req: 1")
+        elif k < 0.68:
+            line = (f"[{ts}] Decode batch. #running-req: {batch}, #token: 9, token usage: 0.01, "
+                    f"gen throughput (token/s): {gen}, #queue-req: 0")
+        elif k < 0.72:
+            line = (f"{ts} INFO Decode batch. #running-req: {batch}, #token: 9, token usage: 0.01, "
+                    f"accept len: {acc}, gen throughput (token/s): {gen}, #queue-req: 0")
+        elif k < 0.75:
+            line = (f"[{ts} TP0] Decode batch. #running-req: {batch}, #token: 900, token usage: 0.10, "
+                    f"accept len: {acc}, gen throughput (token/s): {gen}, #queue-req: 0, \r")
+        elif k < 0.78:
+            line = f"[{ts} TP0] Decode batch. #running-req: {batch}, #token: 900, token usage: 0.1"  # cut
+        elif k < 0.8:
+            steps = rng.choice((0, 3, 5))
+            line = (f"[{ts}] server_args=ServerArgs(speculative_algorithm='EAGLE3', "
+                    f"speculative_num_steps={steps}, speculative_eagle_topk=1, speculative_num_draft_tokens=4)")
+        elif k < 0.81:
+            line = f"[{ts}] Overlap scheduler is disabled"
+        elif k < 0.9:
+            line = (f"[{ts} TP0] Prefill batch. #new-seq: 1, #new-token: 512, #cached-token: 0, "
+                    f"token usage: 0.01, #running-req: {batch}, #queue-req: 0, ")
+        elif k < 0.95:
+            line = f'[{ts}] INFO:     127.0.0.1:51234 - "POST /generate HTTP/1.1" 200 OK'
+        elif k < 0.97:
+            line = ""
+        else:
+            line = '{"batch_size": 4, "steps": 3, "topk": 1, "acc_length": 2.5, "step_time": 0.02, "speed": 90}'
+        out.append(line)
+    return out
+
+
+def _line_path(lines: list[str]) -> IngestResult:
+    state = ingest_mod._State()
+    state.new_file()
+    state.feed_many([ln[:-1] if ln.endswith("\r") else ln for ln in lines])
+    return state.result(["x"], allow_empty=True)
+
+
+@pytest.fixture()
+def _small_limits(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Reach the block path (stored records full), the reservoir and short runs on small inputs."""
+    monkeypatch.setattr(ingest_mod, "MAX_STORED_RECORDS", 3)
+    monkeypatch.setattr(ingest_mod, "MEDIAN_SAMPLE", 7)
+    monkeypatch.setattr(ingest_mod, "_MIN_RUN", 2)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_block_path_gives_the_line_path_result(seed: int, tmp_path: Path, _small_limits: None) -> None:
+    lines = _synthetic_lines(seed, 3000)
+    if seed == 0:  # every fixture line in the middle as well
+        fix = "\n".join(p.read_text(encoding="utf-8", errors="replace") for p in ALL_FIXTURES).splitlines()
+        lines = lines[:1500] + [ln.rstrip("\r") for ln in fix] + lines[1500:]
+    want = _line_path(lines).to_dict()
+    p = tmp_path / "mixed.log"
+    p.write_text("\n".join(lines) + "\n", encoding="utf-8", newline="")
+    got = ingest_files([p], allow_empty=True).to_dict()
+    got_text = ingest_text("\n".join(lines), allow_empty=True).to_dict()
+    for d in (got, got_text):
+        d["files"] = want["files"]
+        assert d == want
+    assert want["lines_idle"] > 0 and want["records_not_stored"] > 0
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow,
+                                                                  HealthCheck.function_scoped_fixture])
+@given(st.integers(0, 10**6), st.integers(1, 400))
+def test_block_path_property(_small_limits: None, seed: int, n: int) -> None:
+    text = "\n".join(ln.rstrip("\r") for ln in _synthetic_lines(seed, n))
+    want = _line_path(text.splitlines()).to_dict()
+    got = ingest_text(text, allow_empty=True).to_dict()
+    got["files"] = want["files"]
+    assert got == want
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(st.sampled_from([b"a", b"bb", b"\n", b"\r\n", b"x" * 9, b"\xff", b"\n" * 3]), max_size=60),
+       st.integers(1, 12), st.integers(1, 10))
+def test_iter_blocks_gives_the_lines_of_iter_lines(tmp_path_factory: pytest.TempPathFactory, parts: list[bytes],
+                                                   chunk: int, max_line: int) -> None:
+    from specsim.io.safe_read import LONG_LINE, iter_blocks, iter_lines
+
+    p = tmp_path_factory.mktemp("blocks") / "f.log"
+    p.write_bytes(b"".join(parts))
+    want = [ln for batch in iter_lines(p, chunk=chunk, max_line=max_line) for ln in batch]
+    got: list[str] = []
+    for block in iter_blocks(p, chunk=chunk, max_line=max_line):
+        got.extend([block] if block == LONG_LINE else ingest_mod._split_lines(block))
+    assert got == want

@@ -36,6 +36,7 @@ import random
 import re
 import stat as stat_mod
 import statistics
+import sys
 from collections import Counter
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -959,6 +960,58 @@ _FAST_DECODE_RE = re.compile(
     r"#queue-req: ([0-9]{1,18})(,?) ?$", _A)
 
 
+# Block-level fast path: the layout of _FAST_DECODE_RE with its value checks built in (so it
+# matches a subset of the lines that pass there; any other line is found between matches and takes
+# the per-line path), one match per whole line, found with one pass over a block ("\n" + block:
+# the leading newline is the literal the regex engine searches for; possessive repeats, same
+# matches, less backtracking bookkeeping). Groups: timestamp, #running-req, accept len, gen
+# throughput.
+_BLOCK_ACC = r"[1-9][0-9]{0,3}+(?:\.[0-9]{1,23}+)?"  # in [1, 1e4], < 29 characters
+_BLOCK_RATE = r"(?:0(?:\.[0-9]{1,26}+)?|1(?:\.0{1,26}+)?)"  # in [0, 1], < 29 characters
+_BLOCK_DECODE_PATTERN = (
+    r"\n\[([0-9]{4}+-[0-9]{2}+-[0-9]{2}+[ T][0-9]{2}+:[0-9]{2}+:[0-9]{2}+(?:[.,][0-9]{1,9}+)?)[^\]\n]{0,200}+\] "
+    r"Decode batch(?: \[[0-9]{1,18}+\])?[.,] #running-req: ([0-9]{1,18}+), #token: [0-9]{1,18}+, "
+    r"token usage: [0-9]++(?:\.[0-9]++)?, (?:accept len: (" + _BLOCK_ACC + r"), )?(?:accept rate: "
+    + _BLOCK_RATE + r", )?(?:(?:cuda|cpu|npu|musa) graph: (?:True|False), )?gen throughput \(token/s\): "
+    r"([0-9]{1,15}+(?:\.[0-9]{1,12}+)?), #queue-req: [0-9]{1,18}+,? ?$")
+if sys.version_info < (3, 11):  # no possessive repeats before 3.11 (greedy ones match the same)
+    _BLOCK_DECODE_PATTERN = re.sub(r"([}+])\+", r"\1", _BLOCK_DECODE_PATTERN)
+_BLOCK_DECODE_RE = re.compile(_BLOCK_DECODE_PATTERN, _A | re.MULTILINE)
+_BLOCK_STRIDE = 5  # re.split pieces per record: the text before it, then the 4 groups
+# A line containing none of these is 'ignored' by _State._line and changes no state (JSON,
+# decode, capture, vLLM, overlap-scheduler and server-args lines all contain one; so does the
+# over-long-line marker).
+_MARKERS = ("Decode batch", "speculative", "verlap", "{", "Capture ", "metrics: ", "\x00")
+_MIN_RUN = 32  # shorter runs of decode lines take the per-line path (numpy has a fixed cost)
+
+
+class _NumberCache(dict):
+    """str -> number (``float`` or ``int``) for the few distinct accept lengths and batch sizes
+    of a log, each parsed once (``map(cache.__getitem__, strings)`` stays in C)."""
+
+    def __init__(self, kind: type) -> None:
+        super().__init__()
+        self.kind = kind
+
+    def __missing__(self, key: str) -> float:
+        if len(self) > 100_000:
+            self.clear()
+        v = self[key] = self.kind(key)
+        return v
+
+
+def _has_marker(text: str) -> bool:
+    return any(mk in text for mk in _MARKERS)
+
+
+def _split_lines(block: str) -> list[str]:
+    """The lines of a block as iter_lines gives them (one trailing ``\\r`` removed)."""
+    lines = block.split("\n")
+    if "\r" in block:
+        lines = [ln[:-1] if ln.endswith("\r") else ln for ln in lines]
+    return lines
+
+
 def _ts_seconds(ts: str, _ord: dict[str, int] = {}) -> float | None:  # noqa: B006 - a cache
     try:
         day = _ord.get(ts[:10])
@@ -996,6 +1049,8 @@ class _State:
         self.cur_spec: dict | None = None  # per file
         self.prev_decode: tuple[str, float] | None = None  # per file: (timestamp, tok/s per request)
         self._rng = random.Random(0x5EC5)
+        self._floats = _NumberCache(float)
+        self._ints = _NumberCache(int)
 
     def new_file(self) -> None:
         self.cur_spec = None
@@ -1034,6 +1089,244 @@ class _State:
                         add(int(running), acc_v, rate_v, g, float(gen), int(queue), ts, tp, hint, None)
                         continue
             self.feed(line)
+
+    # -- whole blocks (the fast path for long SGLang logs) ---------------------------------------
+
+    def feed_block(self, block: str) -> None:
+        """Account a block of whole lines (``\\n``-separated, no final newline; ``\\r`` before a
+        newline allowed), giving exactly what :meth:`feed_many` gives for its lines.
+
+        Once the first :data:`MAX_STORED_RECORDS` decode records are stored, runs of ``Decode
+        batch`` lines in the common layout are found with one regular expression over the whole
+        block and accounted with numpy (same sums, in the same order, as line by line); lines
+        without any marker of a known format are counted as ignored without being looked at
+        one by one; everything else takes the per-line path.
+        """
+        if block == LONG_LINE:
+            self.feed(block)
+            return
+        if len(self.decode_store) < MAX_STORED_RECORDS or "Decode batch" not in block:
+            self.feed_many(_split_lines(block))
+            return
+        text = "\n" + block
+        parts = _BLOCK_DECODE_RE.split(text)
+        n_rows = len(parts) // _BLOCK_STRIDE
+        if n_rows >= _MIN_RUN:
+            other = "".join(parts[0::_BLOCK_STRIDE])
+            if not _has_marker(other) and self._fast_rows(parts, n_rows):
+                n_lines = block.count("\n") + 1
+                self.lines_total += n_lines
+                self.lines_ignored += n_lines - n_rows
+                return
+        self._feed_runs(text)
+
+    def _feed_runs(self, text: str) -> None:
+        """The general block path: runs of common-layout decode lines between lines that need
+        the per-line parser (``text`` starts with the newline before the block's first line)."""
+        run: list[re.Match[str]] = []
+        pos = 0
+
+        def flush() -> None:
+            if not run:
+                return
+            rows: list[Any] = []
+            for m in run:
+                rows.append(m.group(0)[1:])
+                rows.extend(m.groups())
+            if len(run) < _MIN_RUN or not self._fast_rows(rows, len(run)):
+                self.feed_many(rows[0::_BLOCK_STRIDE])
+            else:
+                self.lines_total += len(run)
+            run.clear()
+
+        for m in _BLOCK_DECODE_RE.finditer(text):
+            s = m.start()
+            if s > pos:
+                self._feed_gap(text[pos:s], flush)
+            run.append(m)
+            pos = m.end()
+        if pos < len(text):
+            self._feed_gap(text[pos:], flush)
+        flush()
+
+    def _feed_gap(self, gap: str, flush: Any) -> None:
+        """Lines between two common-layout decode lines (``gap`` starts with a newline)."""
+        if _has_marker(gap):
+            flush()
+            self.feed_many(_split_lines(gap[1:]))
+        else:  # nothing any parser recognises: ignored, whatever the state
+            n = gap.count("\n")
+            self.lines_total += n
+            self.lines_ignored += n
+
+    def _fast_rows(self, parts: list[Any], n: int) -> bool:
+        """Account ``n`` common-layout decode records given as ``re.split`` pieces of
+        :data:`_BLOCK_DECODE_RE` (the text before each record, then timestamp, #running-req,
+        accept len and gen throughput) exactly as :meth:`_add_decode` would one by one, once the
+        stored records are full (the regex has the per-line path's value checks built in).
+        False (nothing changed) when they need the per-line path."""
+        import numpy as np
+
+        if len(self.decode_store) < MAX_STORED_RECORDS:
+            return False
+        k = _BLOCK_STRIDE
+        ts_c = parts[1::k]
+        run_c = parts[2::k]
+        acc_c = parts[3::k]
+        gen_c = parts[4::k]
+        conv = self._floats
+        if None in acc_c or "" in acc_c:
+            has = np.array([bool(a) for a in acc_c], dtype=bool)
+            acc = np.fromiter((conv[a] if a else 1.0 for a in acc_c), np.float64, n)
+        else:
+            has = None
+            acc = np.fromiter(map(conv.__getitem__, acc_c), np.float64, n)
+        running = np.fromiter(map(self._ints.__getitem__, run_c), np.int64, n)
+        gen = np.fromiter(map(float, gen_c), np.float64, n)
+
+        # idle: #running-req 0, or the first window after an idle gap (see _add_decode)
+        busy = np.flatnonzero(running != 0)
+        n_zero = n - busy.size
+        keep = busy
+        prev_decode = self.prev_decode
+        if busy.size:
+            per_req = gen[busy] / running[busy]
+            prev_pr = np.empty_like(per_req)
+            prev_pr[0] = prev_decode[1] if prev_decode is not None else np.nan
+            prev_pr[1:] = per_req[:-1]
+            cand = np.flatnonzero(per_req * WARMUP_FACTOR < prev_pr)
+            gap_idle: list[int] = []
+            for c in cand.tolist():
+                t_prev = prev_decode[0] if c == 0 else ts_c[busy[c - 1]]  # type: ignore[index]
+                t0, t1 = _ts_seconds(t_prev), _ts_seconds(ts_c[busy[c]])
+                if t0 is not None and t1 is not None and t1 - t0 > IDLE_GAP_S:
+                    gap_idle.append(c)
+            prev_decode = (ts_c[busy[-1]], float(per_req[-1]))
+            if gap_idle:
+                mask = np.ones(busy.size, dtype=bool)
+                mask[gap_idle] = False
+                keep, per_req = busy[mask], per_req[mask]
+        n_idle = n_zero + (busy.size - keep.size)
+        m = keep.size
+        if m == 0:
+            self.prev_decode = prev_decode
+            self.idle += n_idle
+            return True
+
+        run = running[keep]
+        g = gen[keep]
+        cfg = self.cur_spec
+        if has is None:
+            hk = np.ones(m, dtype=bool)
+        else:
+            hk = has[keep]
+        eff = np.where(hk, acc[keep], 1.0)
+        spec_key = (cfg.get("steps"), cfg.get("topk"), cfg.get("num_draft_tokens")) if cfg else (None, None, None)
+        base_spec = spec_key[0] == 0
+        baseline = ~hk if not base_spec else np.ones(m, dtype=bool)
+
+        # groups in order of first appearance
+        code = run * 2 + hk
+        uniq, first_idx, ginv = np.unique(code, return_index=True, return_inverse=True)
+        ginv = ginv.reshape(-1)
+        keys: list[tuple[Any, ...]] = []
+        for c in uniq.tolist():
+            r, h = c >> 1, c & 1
+            keys.append(("decode", *spec_key, r) if h else ("decode", 0, 0, 0, r))
+        new = sum(1 for k in keys if k not in self.groups)
+        if new and len(self.groups) + new > MAX_GROUPS:
+            return False  # the per-line path counts what does not fit
+        for gi in np.argsort(first_idx, kind="stable").tolist():
+            if keys[gi] not in self.groups:
+                self.groups[keys[gi]] = _Group()
+        groups = [self.groups[k] for k in keys]
+
+        # throughput bins, exactly as _tput_bin
+        pos = g > 0
+        with np.errstate(divide="ignore"):
+            v = np.log2(np.where(pos, g, 1.0)) * _BINS_PER_OCTAVE
+        bins = np.floor(v).astype(np.int64)
+        for i in np.flatnonzero(pos & (np.abs(v - np.rint(v)) < 1e-6)).tolist():
+            bins[i] = _tput_bin(float(g[i]))
+        bins[~pos] = _ZERO_BIN
+
+        # (group, bin) cells in order of first appearance; sums added in record order
+        lo = int(bins.min())
+        span = int(bins.max()) - lo + 1
+        combo = ginv.astype(np.int64) * span + (bins - lo)
+        cu, cfirst, cinv = np.unique(combo, return_index=True, return_inverse=True)
+        cinv = cinv.reshape(-1)
+        cells: list[list[float]] = [[] for _ in range(cu.size)]
+        for ci in np.argsort(cfirst, kind="stable").tolist():
+            c = int(cu[ci])
+            grp = groups[c // span]
+            b = c % span + lo
+            st = grp.bins.get(b)
+            if st is None:
+                st = grp.bins[b] = _new_stats()
+            cells[ci] = st
+        nc = len(cells)
+        cnt = np.bincount(cinv, minlength=nc).tolist()
+        cyc_n = np.bincount(cinv[pos], minlength=nc).tolist()
+        base_n = np.bincount(cinv[baseline], minlength=nc).tolist()
+        cycle = 1000.0 * eff * run / np.where(pos, g, 1.0)
+        nb = ~baseline
+        sums = []
+        for idx, vals, sel in ((_ACC_S, eff, None), (_TOK_S, g, None), (_PR_S, per_req, None),
+                               (_CYC_S, cycle, pos), (_WACC_S, eff * run, nb), (_W_S, run.astype(np.float64), nb)):
+            acc_arr = np.array([st[idx] for st in cells], dtype=np.float64)
+            if sel is None:
+                np.add.at(acc_arr, cinv, vals)
+            else:
+                np.add.at(acc_arr, cinv[sel], vals[sel])
+            sums.append((idx, acc_arr.tolist()))
+        for ci, st in enumerate(cells):
+            k = cnt[ci]
+            st[_N] += k
+            st[_ACC_N] += k
+            st[_TOK_N] += k
+            st[_PR_N] += k
+            st[_CYC_N] += cyc_n[ci]
+            st[_BASE_N] += base_n[ci]
+            for idx, vals_l in sums:
+                st[idx] = vals_l[ci]
+
+        # median samples: fill, then the same reservoir draws in the same order as _sample
+        sp = np.flatnonzero(pos)
+        if sp.size:
+            sg = ginv[sp]
+            seen0 = np.array([grp.seen for grp in groups], dtype=np.int64)
+            order = np.argsort(sg, kind="stable")
+            sorted_g = sg[order]
+            starts = np.searchsorted(sorted_g, sorted_g, side="left")
+            rank = np.empty(sp.size, dtype=np.int64)
+            rank[order] = np.arange(sp.size) - starts
+            seen_after = seen0[sg] + rank + 1
+            cyc_l = cycle[sp].tolist()
+            bin_l = bins[sp].tolist()
+            sg_l = sg.tolist()
+            cap = MEDIAN_SAMPLE
+            for i in np.flatnonzero(seen_after <= cap).tolist():
+                groups[sg_l[i]].sample.append((bin_l[i], cyc_l[i]))
+            late = np.flatnonzero(seen_after > cap)
+            if late.size:
+                # random.randrange(n) is _randbelow(n): getrandbits(n.bit_length()) until < n
+                bits = self._rng.getrandbits
+                for i, nn in zip(late.tolist(), seen_after[late].tolist()):
+                    nb_ = nn.bit_length()
+                    j = bits(nb_)
+                    while j >= nn:
+                        j = bits(nb_)
+                    if j < cap:
+                        groups[sg_l[i]].sample[j] = (bin_l[i], cyc_l[i])
+            for gi, k in enumerate(np.bincount(sg, minlength=len(groups)).tolist()):
+                groups[gi].seen += k
+
+        self.prev_decode = prev_decode
+        self.idle += n_idle
+        self.formats["sglang_decode"] += m
+        self.not_stored += m
+        return True
 
     # -- one line ---------------------------------------------------------------------------
 
@@ -1351,7 +1644,7 @@ def ingest_files(paths: list[str | os.PathLike], *, allow_empty: bool = False) -
     record at all was found in any file.
     """
     from ..errors import SpecsimError
-    from .safe_read import iter_lines
+    from .safe_read import iter_blocks
 
     if isinstance(paths, (str, os.PathLike)):
         paths = [paths]
@@ -1378,8 +1671,8 @@ def ingest_files(paths: list[str | os.PathLike], *, allow_empty: bool = False) -
     for name in names:
         state.new_file()
         try:
-            for batch in iter_lines(name, "file"):
-                state.feed_many(batch)
+            for block in iter_blocks(name, "file"):
+                state.feed_block(block)
         except SpecsimError as exc:
             raise IngestError(str(exc)) from None
         except OSError as exc:
@@ -1390,5 +1683,7 @@ def ingest_files(paths: list[str | os.PathLike], *, allow_empty: bool = False) -
 def ingest_text(text: str, name: str = "<text>", *, allow_empty: bool = False) -> IngestResult:
     """Parse log text already in memory; same rules and errors as :func:`ingest_files`."""
     state = _State()
-    state.feed_many(text.splitlines())
+    lines = text.splitlines()
+    if lines:
+        state.feed_block("\n".join(lines))
     return state.result([name], allow_empty)

@@ -38,6 +38,7 @@ __all__ = [
     "MAX_JSON_DEPTH",
     "MAX_LINE_BYTES",
     "check_json_depth",
+    "iter_blocks",
     "iter_lines",
     "loads_bounded",
     "open_regular",
@@ -283,3 +284,91 @@ def iter_lines(path: str | os.PathLike, field: str = "file", *, allow_stdin: boo
 
 
 LONG_LINE = "\x00<over-long line>\x00"
+
+
+def _split_long(text: str, max_line: int) -> Iterator[str | None]:
+    """Split ``text`` (whole lines, ``\n``-separated) around lines longer than ``max_line``
+    characters (a trailing ``\r`` not counted, as in :func:`iter_lines`): yields runs of whole
+    lines and ``None`` for each over-long line."""
+    n = len(text)
+    if n <= max_line:
+        yield text
+        return
+    start = pos = 0
+    while n - pos > max_line:
+        q = text.rfind("\n", pos, pos + max_line + 1)
+        if q >= 0:  # every line from pos up to q fits; the next one starts at q + 1
+            pos = q + 1
+            continue
+        end = pos + max_line  # max_line characters and a \r ending the line: fits
+        if text.startswith("\r", end) and (end + 1 == n or text[end + 1] == "\n"):
+            pos = end + 2
+            continue
+        if pos > start:
+            yield text[start:pos - 1]
+        yield None
+        nl = text.find("\n", pos)
+        if nl < 0:
+            return
+        start = pos = nl + 1
+    yield text[start:]
+
+
+def iter_blocks(path: str | os.PathLike, field: str = "file", *, allow_stdin: bool = True,
+                max_line: int = MAX_LINE_BYTES, chunk: int = CHUNK_BYTES) -> Iterator[str]:
+    """Like :func:`iter_lines`, but yield whole blocks of text: each item is either a run of
+    complete lines joined by ``\\n`` (no final newline; a ``\\r`` before a newline is kept) or
+    :data:`LONG_LINE` for a line longer than ``max_line`` bytes. Memory is bounded by
+    ``chunk + max_line``; invalid UTF-8 becomes U+FFFD; ``-`` reads standard input."""
+    name = os.fspath(path)
+    if allow_stdin and name == "-":
+        read = sys.stdin.buffer.read
+        fd = None
+    else:
+        fd, _ = open_regular(name, field)
+        read = None
+    tail = b""
+    dropping = False  # inside an over-long line
+    try:
+        while True:
+            try:
+                block = os.read(fd, chunk) if fd is not None else read(chunk)  # type: ignore[misc]
+            except OSError as exc:
+                raise SpecsimError(field, name, f"is not readable ({exc.strerror or exc})") from None
+            if not block:
+                break
+            cut = block.rfind(b"\n")
+            if cut < 0:
+                if dropping:
+                    continue
+                tail += block
+                if len(tail) > max_line:
+                    tail = b""
+                    dropping = True
+                    yield LONG_LINE
+                continue
+            head, rest = block[:cut], block[cut + 1:]
+            if dropping:
+                nl = head.find(b"\n")
+                if nl < 0:  # the over-long line ends at ``cut``
+                    dropping = False
+                    tail = rest
+                    if len(tail) > max_line:
+                        tail, dropping = b"", True
+                        yield LONG_LINE
+                    continue
+                dropping = False
+                data = head[nl + 1:]
+            else:
+                data = tail + head if tail else head
+            tail = rest
+            for part in _split_long(data.decode("utf-8", errors="replace"), max_line):
+                yield LONG_LINE if part is None else part
+            if len(tail) > max_line:
+                tail, dropping = b"", True
+                yield LONG_LINE
+        if tail and not dropping:
+            yield tail.decode("utf-8", errors="replace")
+    finally:
+        if fd is not None:
+            os.close(fd)

@@ -185,3 +185,21 @@ def test_draft_sharing_target_lm_head_costs_more():
     own, shared = specsim.predict(sc), specsim.predict(scenario_from_dict(d))
     assert shared.phases_ms["draft"] > own.phases_ms["draft"]
     assert shared.verify_ms == pytest.approx(own.verify_ms)
+
+
+@pytest.mark.parametrize("xtol", [2e-12, 1e-10, 1e-6])
+def test_brentq_matches_scipy_bit_for_bit(xtol):
+    """specsim.physics.roots.brentq (kept off scipy.optimize for the cold start) is scipy's brentq."""
+    import math
+
+    from scipy.optimize import brentq as scipy_brentq
+
+    from specsim.physics.roots import brentq
+
+    cases = [(lambda x: x ** 2 - 2, 0, 3), (lambda x: math.exp(-x) - 0.3, -5, 30), (lambda x: math.tanh(10 * (x - 0.123)), -1, 1),
+             (lambda x: x ** 3 - x - 1, 1, 2), (lambda x: math.cos(x) - x, 0, 1), (lambda x: (x - 1e-3) ** 5, -2, 4),
+             (lambda x: float(acc.tau_from_rates(0.7 ** math.exp(x) * np.ones(3), 3)) - 2.2, -30.0, 12.0)]
+    for f, a, b in cases:
+        assert brentq(f, a, b, xtol=xtol) == scipy_brentq(f, a, b, xtol=xtol)
+    with pytest.raises(ValueError):
+        brentq(lambda x: x ** 2 + 1, -1, 1)

@@ -82,7 +82,7 @@ def scale_profile_to_tau(base_rates, tau, steps, iters: int = 80) -> np.ndarray:
 
     lo, hi = -30.0, 12.0  # log theta bounds (theta ~1e-13: rates -> 1; e^12: rates -> 0)
     if not shape:  # one scenario: Brent's method
-        from scipy.optimize import brentq
+        from .roots import brentq
 
         t_lo, t_hi = float(tau_at(np.asarray(lo))), float(tau_at(np.asarray(hi)))
         if tau >= t_lo:
@@ -169,7 +169,7 @@ def rates_for(sc: Scenario, steps: int | None = None) -> np.ndarray:
     if s.topk == 1:
         return extend_rates(scale_profile_to_tau(base, a.accept_length, s.steps)[: s.steps], n)
     # tree: the profile scale theta whose tree accept length matches tau (monotone in theta)
-    from scipy.optimize import brentq
+    from .roots import brentq
 
     b = np.clip(base, 1e-9, 1 - 1e-12)
 

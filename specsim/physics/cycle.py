@@ -20,6 +20,12 @@ PHASES = ("draft", "verify", "accept", "draft_extend", "host")
 def graph_batch(p: Params, batch, graph):
     """Pad a batch up to the next captured graph size; past the largest one the forward is eager."""
     sizes = np.asarray(p["capture_batch_sizes"], dtype=float)
+    if isinstance(batch, (float, int)) and isinstance(graph, (float, int)):  # one scenario: the same on floats
+        b = float(batch)
+        idx = int(np.searchsorted(sizes, b, side="left"))
+        fits = idx < len(sizes)
+        g = float(graph) * fits
+        return (float(sizes[idx]) if fits else b) if g > 0 else b, g
     b = np.asarray(batch, dtype=float)
     idx = np.searchsorted(sizes, b, side="left")
     fits = idx < len(sizes)
@@ -31,8 +37,14 @@ def graph_batch(p: Params, batch, graph):
 def graph_width(p: Params, batch, width, graph):
     """vLLM-style token padding: a graph replay runs batch x width padded up to a captured size."""
     sizes = np.asarray(p["capture_token_sizes"], dtype=float)
+    scalar = isinstance(batch, (float, int)) and isinstance(width, (float, int)) and isinstance(graph, (float, int))
     if sizes.size == 0:
-        return np.asarray(width, dtype=float)
+        return float(width) if scalar else np.asarray(width, dtype=float)
+    if scalar:
+        n = float(batch) * float(width)
+        idx = int(np.searchsorted(sizes, n, side="left"))
+        fits = idx < len(sizes)
+        return float(sizes[idx]) / float(batch) if (graph > 0 and fits) else float(width)
     n = np.asarray(batch, dtype=float) * np.asarray(width, dtype=float)
     idx = np.searchsorted(sizes, n, side="left")
     fits = idx < len(sizes)

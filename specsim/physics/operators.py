@@ -25,6 +25,8 @@ EXTEND_QUERY_TILE = 64  # query rows per KV head an extend/verify kernel pads to
 
 def _num(x):
     """A scalar as a Python float (fast scalar arithmetic), anything else as a float array."""
+    if isinstance(x, float):
+        return float(x)
     return float(x) if np.ndim(x) == 0 else np.asarray(x, dtype=float)
 
 
@@ -36,6 +38,8 @@ def _where(cond, a, b):
 
 
 def _maximum(a, b):
+    if isinstance(a, float) and isinstance(b, float):
+        return max(a, b)
     return max(a, b) if np.ndim(a) == 0 and np.ndim(b) == 0 else np.maximum(a, b)
 
 

@@ -216,6 +216,17 @@ def test_named_case_is_refused_in_one_line(capsys, files, argv, field):
     assert ".specsim-tmp" not in err and ".tmp" not in err
 
 
+@pytest.mark.parametrize("argv, line", [
+    (["explain", "--batch", "1e30"], "error: batch: got 1e30; allowed: an integer of magnitude <= 1e+15"),
+    (["predict", "--batch", "abc"], "error: batch: got abc; allowed: an integer of magnitude <= 1e+15"),
+    (["sweep", "--top", "1.5"], "error: top: got 1.5; allowed: an integer of magnitude <= 1e+15"),
+])
+def test_int_option_given_a_non_integer_gets_the_standard_line(capsys, argv, line):
+    code, _, err = run(capsys, *argv)
+    assert code == 2
+    assert err.strip() == line
+
+
 def test_battery_size():
     assert len(CASES) >= 60
 

@@ -14,6 +14,7 @@ Errors are :class:`~specsim.errors.SpecsimError` with the flag's name as the fie
 from __future__ import annotations
 
 import math
+import re
 
 from ..errors import SpecsimError, short_repr
 
@@ -22,9 +23,12 @@ MAX_INT_FLAG = 10**15
 MAX_SAMPLES = 1e13
 
 
+_INT_TOKEN_RE = re.compile(r"[+-]?[0-9]+", re.ASCII)
+
+
 def _int_token(tok: str, field: str, text: str) -> int:
     t = tok.strip()
-    if not t or len(t) > 20 or not (t.isascii() and t.lstrip("+-").isdigit()):
+    if len(t) > 20 or not _INT_TOKEN_RE.fullmatch(t):  # one optional sign, then digits
         raise SpecsimError(field, text, "expected integers or ranges, e.g. 1,3,6 or 1-10")
     v = int(t)
     if abs(v) > MAX_INT_FLAG:
@@ -150,6 +154,27 @@ def _check_number(v, fail) -> None:
         fail(f"got {short_repr(v)}; allowed: an integer of magnitude <= {MAX_INT_FLAG:.0e}")
 
 
+def _not_an_integer(value, cause) -> str | None:
+    """The standard ``got VALUE; allowed ...`` text for an int option given a non-integer
+    (``--batch 1e30``, ``--top 1.5``, ``--batch abc``) instead of pydantic's own words; None
+    when ``cause`` is another error."""
+    errors = getattr(cause, "errors", None)
+    if not callable(errors):
+        return None
+    try:
+        items = errors()
+    except Exception:  # noqa: BLE001 - not a pydantic error after all
+        return None
+    if not items or any(not str(e.get("type", "")).startswith("int_") for e in items):
+        return None
+    bad = items[0].get("input", value)
+    text = bad if isinstance(bad, str) else short_repr(bad)
+    text = " ".join(str(text).split())
+    if len(text) > 40:
+        text = text[:37] + "..."
+    return f"got {text}; allowed: an integer of magnitude <= {MAX_INT_FLAG:.0e}"
+
+
 def install_click_number_checks() -> None:
     """Make every float option refuse non-finite values and every int option values beyond 1e15.
 
@@ -169,10 +194,16 @@ def install_click_number_checks() -> None:
         orig = _coercion.AdapterRuntimeParam._coerce_value
 
         def coerce(self, value, param, ctx):
-            v = orig(self, value, param, ctx)
-
             def fail(msg: str) -> None:
                 raise BadParameter(msg, ctx=ctx, param=param)
+
+            try:
+                v = orig(self, value, param, ctx)
+            except BadParameter as exc:
+                msg = _not_an_integer(value, exc.__cause__)
+                if msg is None:
+                    raise
+                raise BadParameter(msg, ctx=ctx, param=param) from None
 
             for item in (v if isinstance(v, (list, tuple)) else (v,)):
                 _check_number(item, fail)

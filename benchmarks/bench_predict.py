@@ -71,14 +71,16 @@ def library_call() -> tuple[float, float]:
     specsim.predict(steps=3, accept=2.0)  # warm: imports, preset and scenario caches
     args = [(s, 1.0 + f * s) for s in range(1, 11) for f in (0.15, 0.35, 0.55, 0.75, 0.95)]
     n = len(args)
-    t0 = time.perf_counter()
-    for s, a in args:
-        specsim.predict(steps=s, accept=a)
-    varied = (time.perf_counter() - t0) / n * 1e3
-    t0 = time.perf_counter()
-    for _ in range(n):
-        specsim.predict(steps=2, accept=2.1)
-    same = (time.perf_counter() - t0) / n * 1e3
+    varied = same = float("inf")
+    for _ in range(3):  # best of 3 passes: the machine's other load only ever adds time
+        t0 = time.perf_counter()
+        for s, a in args:
+            specsim.predict(steps=s, accept=a)
+        varied = min(varied, (time.perf_counter() - t0) / n * 1e3)
+        t0 = time.perf_counter()
+        for _ in range(n):
+            specsim.predict(steps=2, accept=2.1)
+        same = min(same, (time.perf_counter() - t0) / n * 1e3)
     return varied, same
 
 

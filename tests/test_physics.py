@@ -203,3 +203,24 @@ def test_brentq_matches_scipy_bit_for_bit(xtol):
         assert brentq(f, a, b, xtol=xtol) == scipy_brentq(f, a, b, xtol=xtol)
     with pytest.raises(ValueError):
         brentq(lambda x: x ** 2 + 1, -1, 1)
+
+
+def test_flat_points_in_blocks_equal_one_pass(monkeypatch):
+    """throughput() over a flat point set runs in blocks; every number equals the one-pass result."""
+    import specsim.physics.cycle as cy
+
+    rng = np.random.default_rng(0)
+    n = 5000
+    p = scenario_params(specsim.build_scenario())
+    p["batch"] = rng.integers(1, 65, n).astype(float)
+    p["ctx"] = rng.integers(0, 32768, n).astype(float)
+    p["hbm_bytes_per_s"] = rng.uniform(1e12, 8e12, n)
+    tau = rng.uniform(1.0, 3.0, n)
+    monkeypatch.setattr(cy, "FLAT_CHUNK", 1024)
+    blocks = cy.throughput(p, tau)
+    monkeypatch.setattr(cy, "FLAT_CHUNK", 10 ** 9)
+    whole = cy.throughput(p, tau)
+    for key in ("cycle_ms", "tok_s", "baseline_tok_s", "speedup"):
+        assert np.array_equal(blocks[key], whole[key])
+    for k in whole["phases"]:
+        assert np.array_equal(blocks["phases"][k], whole["phases"][k])

@@ -79,7 +79,7 @@ def iid_optimal_steps(alpha: float, t_fixed_ms: float, t_step_ms: float, max_ste
         if g(hi) > 0:
             cont = math.inf
         else:  # g > 0 below the single root, < 0 above it
-            from scipy.optimize import brentq
+            from ..physics.roots import brentq
 
             cont = float(brentq(g, 0.0, hi, xtol=1e-12))
     return {"continuous": cont, "discrete": discrete, "brute_force": brute}

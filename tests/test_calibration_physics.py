@@ -96,3 +96,20 @@ def test_graph_max_makes_larger_batches_eager():
     assert small_eager.verify_ms > small_graphed.verify_ms + 0.5  # hundreds of kernels, each ~10 us to launch
     assert specsim.predict(batch=2, graph_max=2, **kw).verify_ms == pytest.approx(
         specsim.predict(batch=2, **kw).verify_ms)
+
+
+def test_profile_collectives_replace_the_allreduce_prior(tmp_path):
+    """A measured collectives section (specsim measure collectives) sets the TP all-reduce alpha and bandwidth."""
+    from specsim.analysis.build import build_scenario
+
+    prof = json.loads(open("models/profiles/h200.json").read())
+    pts = [{"bytes": b, "us": 9.0 + b / 3.0e11 * 1e6 * 2 * 7 / 8} for b in (2**12, 2**16, 2**20, 2**24)]
+    prof["collectives"] = {"tp": {"8": {"all_reduce": {"graph": {"points": pts, "fit": {"alpha_us": 9.0, "bus_bytes_per_s": 3.0e11}},
+                                                         "eager": {"points": pts, "fit": {"alpha_us": 12.0, "bus_bytes_per_s": 2.5e11}}}}}}
+    f = tmp_path / "p.json"
+    f.write_text(json.dumps(prof))
+    sc = build_scenario(model="kimi-k2.5", gpu="h200", tp=8, profile=str(f))
+    assert sc.parallel.allreduce.alpha_at(8) == pytest.approx(9.0)
+    assert sc.parallel.allreduce.bus_bytes_per_s == pytest.approx(3.0e11)
+    assert sc.parallel.allreduce_eager.alpha_at(8) == pytest.approx(12.0)
+    assert "profile" in sc.parallel.allreduce.sources["alpha_us"]

@@ -124,25 +124,29 @@ def fit_vocab(profile: dict) -> tuple[dict, dict]:
 
 
 def fit_profile(profile: dict, gpu) -> ProfileFit:
-    """Every family's fit for a GPU preset (``gpu`` gives the datasheet bandwidth and peak)."""
+    """Every family's fit the profile has data for (``gpu`` gives the datasheet bandwidth and peak)."""
     g = profile.get("graph", {})
     node = float(g.get("per_node_us", 1.0))
-    out = ProfileFit(source=f"specsim measure gpu on {profile.get('provenance', {}).get('gpu_name', '?')}, "
+    out = ProfileFit(source=f"specsim measure on {profile.get('provenance', {}).get('gpu_name', '?')}, "
                             f"{profile.get('provenance', {}).get('date_utc', '?')}")
-    vals, res = fit_gemm(profile, gpu.hbm_bytes_per_s, gpu.peak_flops["bf16"], node)
-    out.gpu.update(vals)
-    out.residuals["gemm"] = res
-    vals, res = fit_attention(profile, gpu.hbm_bytes_per_s, node)
-    out.engine["attention_mem_efficiency"] = vals.pop("attention_mem_efficiency")
-    for key in ("attention_unsplit_items", "attention_unsplit_efficiency"):
-        if key in vals:
-            out.engine[key] = vals.pop(key)
-    vals["attention_fixed_us"] = max(vals["attention_fixed_us"] - out.gpu["kernel_floor_us"], 0.0)  # floor counted apart
-    out.gpu.update(vals)
-    out.residuals["attention"] = res
-    vals, res = fit_vocab(profile)
-    out.gpu.update(vals)
-    out.residuals["vocab_softmax_max"] = res
+    if profile.get("gemm", {}).get("curves"):
+        vals, res = fit_gemm(profile, gpu.hbm_bytes_per_s, gpu.peak_flops["bf16"], node)
+        out.gpu.update(vals)
+        out.residuals["gemm"] = res
+    if profile.get("attention", {}).get("points"):
+        vals, res = fit_attention(profile, gpu.hbm_bytes_per_s, node)
+        out.engine["attention_mem_efficiency"] = vals.pop("attention_mem_efficiency")
+        for key in ("attention_unsplit_items", "attention_unsplit_efficiency"):
+            if key in vals:
+                out.engine[key] = vals.pop(key)
+        floor = out.gpu.get("kernel_floor_us", gpu.kernel_floor_us)
+        vals["attention_fixed_us"] = max(vals["attention_fixed_us"] - floor, 0.0)  # the floor is counted apart
+        out.gpu.update(vals)
+        out.residuals["attention"] = res
+    if profile.get("topk", {}).get("points"):
+        vals, res = fit_vocab(profile)
+        out.gpu.update(vals)
+        out.residuals["vocab_softmax_max"] = res
     copies = [p["bytes_per_s"] for p in profile.get("copy", {}).get("points", [])
               if "elementwise" in p.get("variant", "") and p.get("bytes", 0) >= 2**26]
     if copies:
@@ -152,6 +156,19 @@ def fit_profile(profile: dict, gpu) -> ProfileFit:
         out.engine["graph_node_us"] = node
     if "eager_launch_us" in g:
         out.engine["eager_launch_us"] = float(g["eager_launch_us"])
+    return out
+
+
+def collective_fits(profile: dict, tp: int) -> dict[str, tuple[float, float]]:
+    """Measured all-reduce (alpha_us, bus bytes/s) at this TP size, by mode (graph / eager), if any."""
+    from ..measure.profile import ProfileError, collective_fit
+
+    out = {}
+    for mode in ("graph", "eager"):
+        try:
+            out[mode] = collective_fit(profile, tp, "all_reduce", mode)
+        except ProfileError:
+            continue
     return out
 
 
@@ -167,8 +184,19 @@ def apply_profile(sc, path: str):
     except OSError as exc:
         raise SpecsimError("profile", path, f"unreadable ({exc.strerror or exc})") from None
     fit = fit_profile(prof, sc.gpu)
+    coll = collective_fits(prof, sc.parallel.tp) if sc.parallel.tp > 1 and "collectives" in prof else {}
+    if not fit.gpu and not fit.engine and not coll:
+        raise SpecsimError("profile", path, f"holds nothing this deployment can use (no GEMM, attention, top-k, graph, "
+                                            f"copy or TP{sc.parallel.tp} all-reduce data)")
     data = sc.model_dump()
     src = f"fitted to the measured profile {path} ({fit.source})"
+    tp = sc.parallel.tp
+    for mode, (alpha, bw) in coll.items():
+        key = "allreduce" if mode == "graph" else "allreduce_eager"
+        ar = data["parallel"].get(key) or dict(data["parallel"]["allreduce"])
+        ar = {**ar, "alpha_us": {**ar["alpha_us"], tp: alpha}, "bus_bytes_per_s": bw,
+              "sources": {**ar.get("sources", {}), "alpha_us": f"TP{tp}: {src}", "bus_bytes_per_s": f"TP{tp}: {src}"}}
+        data["parallel"][key] = ar
     for key, v in fit.gpu.items():
         data["gpu"][key] = v
         data["gpu"].setdefault("sources", {})[key] = src

@@ -444,3 +444,25 @@ def test_cli_float_flags_finite(capsys, value):
         assert "nan" not in out.lower() and d
     else:
         assert_refused(code, err, "scale")
+
+
+# ---- sweep CSV: the table/gather layout writes what columns_to_csv writes, byte for byte -------
+
+
+@pytest.mark.parametrize("kw", [
+    dict(steps=[1, 2, 3], batch=list(range(1, 40)), ctx=[512, 4096, 70000], accept=[1.5, 2.0, 2.75, 3.1],
+         accept_at_steps=3),
+    dict(steps=[4], topk=[1, 2], batch=[1, 7, 64], accept=[1.01 + 0.013 * i for i in range(300)]),
+    dict(steps=[1], batch=[1]),
+])
+def test_sweep_csv_is_columns_to_csv(kw, monkeypatch):
+    import specsim.analysis.sweep as sw
+    from specsim.io.csvfmt import columns_to_csv
+
+    monkeypatch.setattr(sw, "_CSV_CHUNK", 1000)  # several chunks, tables shared across them
+    res = sw.sweep(None, **kw)
+    ints = ("steps", "topk", "draft_tokens", "tp", "batch", "ctx")
+    cols = [("label" if c == "gpu" else "int" if c in ints else "float", res.columns[c]) for c in sw.COLUMNS]
+    want = columns_to_csv(list(sw.COLUMNS), cols, {sw.COLUMNS.index("gpu"): res.gpu_names})
+    assert res.to_csv() == want
+    assert want.count("\n") == res.n + 1

@@ -62,9 +62,26 @@ def fit_width(text: str, width: int = MAX_WIDTH) -> str:
     return "\n".join(out)
 
 
+def _md_cell(c: object) -> object:
+    if isinstance(c, str):
+        return c.replace("|", "\\|").replace("\n", " ")
+    return c
+
+
 def table_markdown(headers: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
-    out = ["| " + " | ".join(str(h) for h in headers) + " |", "|" + "|".join("---" if i == 0 else "---:" for i in range(len(headers))) + "|"]
-    out += ["| " + " | ".join(_fmt(c) for c in r) + " |" for r in rows]
+    """The one Markdown table: numeric columns right-aligned, text left-aligned, cells escaped."""
+    import re
+
+    def numeric(c: object) -> bool:
+        if isinstance(c, (int, float)):
+            return True
+        return isinstance(c, str) and bool(re.fullmatch(r"[-+]?[\d,.]+%?( \(best\))?", c))
+
+    cols = range(len(headers))
+    right = [i > 0 and bool(rows) and all(numeric(r[i]) or r[i] in ("—", "") for r in rows) for i in cols]
+    out = ["| " + " | ".join(str(_md_cell(h)) for h in headers) + " |",
+           "|" + "|".join("---:" if right[i] else "---" for i in cols) + "|"]
+    out += ["| " + " | ".join(str(_md_cell(_fmt(c))) for c in r) + " |" for r in rows]
     return "\n".join(out)
 
 

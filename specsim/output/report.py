@@ -691,30 +691,16 @@ def _render_html(d: ReportData, preface_html: str = "") -> str:
 # Markdown
 
 
-def _md_cell(c: object) -> object:
-    if isinstance(c, str):
-        return c.replace("|", "\\|").replace("\n", " ")
-    return c
-
-
 def markdown_table(headers: list[str], rows: list[list[object]]) -> str:
-    """A Markdown table; columns whose cells are all numbers are right-aligned, text left-aligned."""
-    from .render import _fmt
+    """Reports use the one Markdown table formatter (output.render.table_markdown)."""
+    from .render import table_markdown
 
-    def numeric(c: object) -> bool:
-        if isinstance(c, (int, float)):
-            return True
-        return isinstance(c, str) and bool(re.fullmatch(r"[-+]?[\d,.]+%?( \(best\))?", c))
-
-    cols = range(len(headers))
-    right = [i > 0 and bool(rows) and all(numeric(r[i]) or r[i] in ("—", "") for r in rows) for i in cols]
-    out = ["| " + " | ".join(str(_md_cell(h)) for h in headers) + " |",
-           "|" + "|".join("---:" if right[i] else "---" for i in cols) + "|"]
-    out += ["| " + " | ".join(str(_md_cell(_fmt(c))) for c in r) + " |" for r in rows]
-    return "\n".join(out)
+    return table_markdown(headers, rows)
 
 
 def _tables_md(tables: list[Table]) -> str:
+    from .render import _md_cell
+
     return "\n\n".join(f"**{_md_cell(cap)}**\n\n" + markdown_table(h, rows) for cap, h, rows in tables)
 
 

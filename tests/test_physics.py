@@ -224,3 +224,32 @@ def test_flat_points_in_blocks_equal_one_pass(monkeypatch):
         assert np.array_equal(blocks[key], whole[key])
     for k in whole["phases"]:
         assert np.array_equal(blocks["phases"][k], whole["phases"][k])
+
+
+def test_decode_step_reused_across_steps_is_the_fresh_one():
+    """throughput() reuses the plain decode step of a scenario when only steps/topk/draft tokens change:
+    the reused step equals a fresh baseline_step_ms at every step count, and callers get their own arrays."""
+    import specsim.physics.cycle as cy
+
+    p = scenario_params(specsim.build_scenario())
+    cy._BASELINE_CACHE.clear()
+    for steps in (1, 3, 7):
+        q = {**p, "steps": float(steps), "num_draft_tokens": float(steps + 1)}
+        th = cy.throughput(q, 1.5)
+        fresh = baseline_step_ms(q)
+        assert {k: float(v) for k, v in th["baseline"].items()} == {k: float(v) for k, v in fresh.items()}
+    assert len(cy._BASELINE_CACHE) == 1
+    a, b = cy.throughput(p, 1.5)["baseline"], cy.throughput(p, 1.5)["baseline"]
+    assert all(a[k] is not b[k] for k in a if isinstance(a[k], np.ndarray))
+    q = {**p, "batch": p["batch"] + 1}  # any other parameter: a new decode step
+    assert float(cy.throughput(q, 1.5)["baseline"]["total"]) == float(baseline_step_ms(q)["total"])
+
+
+def test_scale_profile_to_tau_scalar_matches_lockstep():
+    """The one-scenario Brent path and the array bisection find the same profile scale."""
+    base = np.array([0.8, 0.7, 0.6])
+    for steps, tau in ((1, 1.5), (3, 2.2), (6, 4.0), (8, 1.01), (5, 5.99)):
+        one = acc.scale_profile_to_tau(base, tau, steps)
+        many = acc.scale_profile_to_tau(base, np.array([tau]), np.array([steps]))[0]
+        assert np.allclose(one, many, rtol=1e-9, atol=0)
+        assert abs(float(acc.tau_from_rates(one, steps)) - tau) < 1e-9

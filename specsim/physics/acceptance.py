@@ -81,7 +81,30 @@ def scale_profile_to_tau(base_rates, tau, steps, iters: int = 80) -> np.ndarray:
         return 1.0 + np.where(mask, np.cumprod(r, axis=-1), 0.0).sum(axis=-1)
 
     lo, hi = -30.0, 12.0  # log theta bounds (theta ~1e-13: rates -> 1; e^12: rates -> 0)
-    if not shape:  # one scenario: Brent's method
+    if not shape and logb.ndim == 1:  # one scenario: Brent's method on plain floats (same formula)
+        import math
+
+        from .roots import brentq
+
+        lb = [float(v) for v in logb[: int(steps_arr)]]  # positions past steps are masked out
+        target = float(tau)
+
+        def tau_f(log_theta: float) -> float:
+            theta, prod, total = math.exp(log_theta), 1.0, 0.0
+            for v in lb:
+                prod *= math.exp(v * theta)
+                total += prod
+            return 1.0 + total
+
+        t_lo, t_hi = tau_f(lo), tau_f(hi)
+        if target >= t_lo:
+            x = lo
+        elif target <= t_hi:
+            x = hi
+        else:
+            x = brentq(lambda v: tau_f(v) - target, lo, hi, xtol=1e-12)
+        return np.exp(logb * np.exp(x))
+    if not shape:  # one scenario, a batch of base profiles: Brent's method
         from .roots import brentq
 
         t_lo, t_hi = float(tau_at(np.asarray(lo))), float(tau_at(np.asarray(hi)))

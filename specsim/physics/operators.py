@@ -63,13 +63,24 @@ class Op:
     fixed_us: object = 0.0  # collective or fixed-time operators: us per kernel
 
 
+def _absent(count) -> bool:
+    """A count that is a scalar zero: the operator does not exist here (the cost model skips it)."""
+    if isinstance(count, (float, int)):
+        return count == 0
+    return np.ndim(count) == 0 and float(count) == 0.0
+
+
 def _gemm(name, phase, count, p: Params, m, k_dim, n_cols, wbytes, flop_rate, bw_eff=None) -> Op:
+    if _absent(count):  # never evaluated: skip the arithmetic of its fields
+        return Op(name, "gemm", phase, count)
     return Op(name, "gemm", phase, count, bytes=k_dim * n_cols * wbytes, act_bytes=m * (k_dim + n_cols) * ACT_BYTES,
               flops=2.0 * m * k_dim * n_cols, m=m, n_cols=n_cols, k_dim=k_dim,
               bw_eff=p["mem_efficiency"] if bw_eff is None else bw_eff, flop_rate=flop_rate)
 
 
 def _elem(name, phase, count, p: Params, act_bytes) -> Op:
+    if _absent(count) and np.ndim(p["small_kernel_factor"]) == 0:
+        return Op(name, "elementwise", phase, count * p["small_kernel_factor"])
     return Op(name, "elementwise", phase, count * p["small_kernel_factor"], act_bytes=act_bytes)
 
 
@@ -80,6 +91,8 @@ def _attention(name, count, p: Params, b, w, ctx_eff, kv_bytes_per_token, q_rows
     The bandwidth it reaches ramps with its parallel work (requests x KV heads): ``eff x W / (W + W_half)``;
     ``work_items=None`` (MLA: heads share one latent cache) keeps the full efficiency.
     """
+    if _absent(count):
+        return Op(name, "attention", "attention", count)
     tile = _where(multi, EXTEND_QUERY_TILE, DECODE_QUERY_TILE)
     rows = q_rows_per_kv * w
     padded = np.ceil(rows / tile) * tile

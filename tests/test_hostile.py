@@ -162,7 +162,7 @@ CASES = [
     ("sweep-top-neg", ["sweep", "--top", "-1"], "top"),
     ("verify-tokens-1e20", ["verify", "--tokens", "100000000000000000000"], "tokens"),
     ("verify-tokens-huge-width", ["verify", "--tokens", "1000000"], "tokens"),
-    ("draft-tokens-200000", ["predict", "--topk", "4", "--draft-tokens", "200000"], "num_draft_tokens"),
+    ("draft-tokens-200000", ["predict", "--topk", "4", "--draft-tokens", "200000"], "draft-tokens"),
     ("scenario-empty-name", ["predict", "--scenario", ""], "scenario"),
     ("scenario-accept-nan", ["predict", "--scenario", "{accept_nan.json}"], "accept_length"),
     ("scenario-hbm-inf", ["predict", "--scenario", "{hbm_inf.json}"], "hbm_bytes_per_s"),

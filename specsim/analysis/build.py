@@ -4,13 +4,12 @@ from __future__ import annotations
 
 from ..errors import SpecsimError
 from ..io.presets import _table, get_allreduce, get_engine, get_gpu, get_model, load_scenario, scenario_from_dict
-from ..physics.schema import Scenario
+from ..physics.schema import Parallel, Scenario, Speculation, Workload, check_field
 
 
 def check_tp(tp: int, target_heads: int, draft_heads: int) -> None:
-    """TP must be >= 1 and divide the attention heads of the target and of the draft head."""
-    if tp < 1:
-        raise SpecsimError("tp", tp, "TP size must be an integer >= 1")
+    """TP must be in the schema's range and divide the attention heads of the target and of the draft head."""
+    check_field(Parallel, "tp", tp, "tp")
     for who, heads in (("target", target_heads), ("draft", draft_heads)):
         if heads % tp:
             ok = [d for d in range(1, heads + 1) if heads % d == 0]
@@ -139,12 +138,12 @@ def build_scenario(
       ``accept`` carries the per-position profile, not tau.
     """
     sc = scenario if isinstance(scenario, Scenario) else load_scenario(scenario)
-    if batch is not None and batch < 1:
-        raise SpecsimError("batch", batch, "batch must be an integer >= 1")
-    if ctx is not None and ctx < 0:
-        raise SpecsimError("ctx", ctx, "context length must be an integer >= 0")
-    if tp is not None and tp < 1:
-        raise SpecsimError("tp", tp, "TP size must be an integer >= 1")
+    for val, model_cls, fld, flag in ((batch, Workload, "batch", "batch"), (ctx, Workload, "ctx", "ctx"),
+                                      (tp, Parallel, "tp", "tp"), (steps, Speculation, "steps", "steps"),
+                                      (topk, Speculation, "topk", "topk"),
+                                      (draft_tokens, Speculation, "num_draft_tokens", "draft-tokens")):
+        if val is not None:
+            check_field(model_cls, fld, val, flag)  # ranges live in the schema
     if gpu is not None and model is None and engine is None:
         g, ar = get_gpu(gpu)
         if g.name == sc.gpu.name:
@@ -211,16 +210,10 @@ def build_scenario(
     spec = data["speculation"]
     old_steps = spec["steps"]
     if steps is not None:
-        if not 1 <= steps <= 64:
-            raise SpecsimError("steps", steps, "steps must be an integer in [1, 64]")
         spec["steps"] = steps
     if topk is not None:
-        if not 1 <= topk <= 64:
-            raise SpecsimError("topk", topk, "topk must be an integer in [1, 64]")
         spec["topk"] = topk
     if draft_tokens is not None:
-        if draft_tokens < 1:
-            raise SpecsimError("draft-tokens", draft_tokens, "num_draft_tokens must be >= 1")
         spec["num_draft_tokens"] = draft_tokens
         if spec["topk"] == 1 and draft_tokens != spec["steps"] + 1:
             notes.append(f"draft tokens {draft_tokens} adjusted to steps+1 = {spec['steps'] + 1} "
@@ -251,12 +244,8 @@ def build_scenario(
                      f"{data['draft']['name']}; give --accept or --accept-rates")
     data["notes"] = notes
     if batch is not None:
-        if batch < 1:
-            raise SpecsimError("batch", batch, "batch must be an integer >= 1")
         data["workload"]["batch"] = batch
     if ctx is not None:
-        if ctx < 0:
-            raise SpecsimError("ctx", ctx, "context length must be an integer >= 0")
         data["workload"]["ctx"] = ctx
     if graph_max is not None:
         if not 0 <= graph_max <= 1_000_000:

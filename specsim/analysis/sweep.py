@@ -221,13 +221,15 @@ def sweep(
     each is turned into a per-position profile with the scenario's shape, so tau changes with
     the step count as the draft's quality dictates. ``accept_rates`` sweeps whole profiles.
     """
-    steps = _check_list("steps", steps, 1, MAX_STEPS, True)
-    topk = _check_list("topk", topk, 1, 64, True)
-    draft_tokens = _check_list("draft-tokens", draft_tokens, 1, 512, True)
+    from ..physics.schema import Parallel, Speculation, Workload, field_range
+
+    steps = _check_list("steps", steps, *field_range(Speculation, "steps"), True)
+    topk = _check_list("topk", topk, *field_range(Speculation, "topk"), True)
+    draft_tokens = _check_list("draft-tokens", draft_tokens, *field_range(Speculation, "num_draft_tokens"), True)
     accept = _check_list("accept", accept, 1.0)
-    tp = _check_list("tp", tp, 1, 1024, True)
-    batch = _check_list("batch", batch, 1, 1_000_000, True)
-    ctx = _check_list("ctx", ctx, 0, 10_000_000, True)
+    tp = _check_list("tp", tp, *field_range(Parallel, "tp"), True)
+    batch = _check_list("batch", batch, *field_range(Workload, "batch"), True)
+    ctx = _check_list("ctx", ctx, *field_range(Workload, "ctx"), True)
     allreduce_scale = _check_list("allreduce-scale", allreduce_scale, 1e-6, 1e6)
     if allreduce_scale is not None and any(v <= 0 for v in allreduce_scale):
         raise SpecsimError("allreduce-scale", allreduce_scale, "scales must be > 0")

@@ -427,3 +427,33 @@ class Scenario(_Model):
         if acc.accept_length is not None and acc.accept_length > steps + 1 + 1e-9:
             raise ValueError(f"acceptance.accept_length={acc.accept_length} must be <= steps+1={steps + 1}")
         return self
+
+
+def field_range(model: type, field: str) -> tuple[float | None, float | None]:
+    """The (lower, upper) bounds a schema field declares (ge/gt, le/lt): the one place ranges live.
+
+    Flag parsers and sweeps read their bounds from here, so a range is declared once, in the schema.
+    """
+    lo = hi = None
+    for m in model.model_fields[field].metadata:
+        for attr in ("ge", "gt"):
+            if getattr(m, attr, None) is not None:
+                lo = getattr(m, attr)
+        for attr in ("le", "lt"):
+            if getattr(m, attr, None) is not None:
+                hi = getattr(m, attr)
+    return lo, hi
+
+
+def check_field(model: type, field: str, value, flag: str | None = None):
+    """Refuse ``value`` outside the schema's range for ``model.field`` with the one-line error, naming ``flag``."""
+    from ..errors import SpecsimError
+
+    lo, hi = field_range(model, field)
+    if (lo is not None and value < lo) or (hi is not None and value > hi):
+        lo_s = "" if lo is None else f"{lo:g}"
+        hi_s = "" if hi is None else f"{hi:g}"
+        raise SpecsimError(flag or field, value, f"allowed: an integer in [{lo_s}, {hi_s}]" if lo is not None and hi is not None
+                           else f"allowed: >= {lo_s}" if lo is not None else f"allowed: <= {hi_s}")
+    return value
+

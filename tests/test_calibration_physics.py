@@ -113,3 +113,15 @@ def test_profile_collectives_replace_the_allreduce_prior(tmp_path):
     assert sc.parallel.allreduce.bus_bytes_per_s == pytest.approx(3.0e11)
     assert sc.parallel.allreduce_eager.alpha_at(8) == pytest.approx(12.0)
     assert "profile" in sc.parallel.allreduce.sources["alpha_us"]
+
+
+def test_flag_bounds_come_from_the_schema():
+    from specsim.analysis.sweep import MAX_STEPS
+    from specsim.physics.schema import Speculation, Workload, field_range
+
+    assert field_range(Speculation, "steps") == (1, MAX_STEPS)
+    assert field_range(Workload, "batch")[0] == 1 and field_range(Workload, "ctx")[0] == 0
+    with pytest.raises(SpecsimError, match="steps"):
+        from specsim.analysis.build import build_scenario
+
+        build_scenario(steps=MAX_STEPS + 1)

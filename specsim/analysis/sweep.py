@@ -21,7 +21,7 @@ from ..physics.schema import draft_tokens_for
 from ..physics.acceptance import rates_for
 from .build import build_scenario, check_tp
 
-MAX_STEPS = 64
+MAX_STEPS = 64  # = the schema's Speculation.steps upper bound (checked in tests)
 MAX_SWEEP_POINTS = 10_000_000  # configurations in one sweep (~100 bytes of columns each)
 AXES = ("accept", "tp", "batch", "ctx", "gpu", "allreduce_scale")
 COLUMNS = ("steps", "topk", "draft_tokens", "accept_length", "tp", "batch", "ctx", "gpu", "allreduce_scale",
@@ -78,38 +78,12 @@ class SweepResult:
                 "ranked": self.ranked(top), "notes": self.notes}
 
     def to_csv(self) -> str:
-        """Every configuration as CSV (vectorised formatting: floats to 6 significant digits, as
-        :func:`specsim.io.csvfmt.columns_to_csv` writes them, byte for byte).
-
-        A sweep is a grid, so most columns hold few distinct values (the axes, and quantities
-        that depend on a few axes only): those are formatted once per distinct value and
-        gathered; only the per-configuration results are formatted row by row. Rows are laid
-        out chunk by chunk in one preallocated byte matrix whose filler bytes are dropped once.
-        """
+        """Every configuration as CSV (vectorised: :func:`specsim.io.csvfmt.columns_to_csv`)."""
         from ..io import csvfmt
 
         ints = ("steps", "topk", "draft_tokens", "tp", "batch", "ctx")
-        head = (",".join(COLUMNS) + "\n").encode()
-        n = self.n
-        out = [head]
-        names = csvfmt._fallback_block(np.array([s.encode() for s in self.gpu_names] or [b""]))
-        tables = [_csv_table(self.columns[c], "label" if c == "gpu" else "int" if c in ints else "float", names)
-                  for c in COLUMNS]
-        for start in range(0, n, _CSV_CHUNK):
-            stop = min(n, start + _CSV_CHUNK)
-            blocks = [_csv_block(t, start, stop) for t in tables]
-            width = sum(b.shape[1] for b in blocks) + len(blocks)
-            mat = np.zeros((stop - start, width), dtype=np.uint8)
-            pos = 0
-            for i, b in enumerate(blocks):
-                w = b.shape[1]
-                mat[:, pos:pos + w] = b
-                pos += w
-                mat[:, pos] = 10 if i == len(blocks) - 1 else 44  # newline or comma
-                pos += 1
-            flat = mat.ravel()
-            out.append(flat[flat != 0].tobytes())
-        return b"".join(out).decode("ascii")
+        cols = [("label" if c == "gpu" else "int" if c in ints else "float", self.columns[c]) for c in COLUMNS]
+        return csvfmt.columns_to_csv(list(COLUMNS), cols, {COLUMNS.index("gpu"): self.gpu_names})
 
     def __repr__(self) -> str:
         from ..output.render import table_text
@@ -128,50 +102,6 @@ class SweepResult:
 
         rows = [[r[c] for c in COLUMNS] for r in self.ranked(10)]
         return table_html(list(COLUMNS), rows, f"sweep of {self.n:,} configurations (modeled)")
-
-
-_CSV_CHUNK = 131_072  # rows per byte matrix (a few MB: stays in cache while filled and compacted)
-
-
-def _csv_table(col: np.ndarray, kind: str, names: np.ndarray):
-    """How one CSV column is produced: ("table", byte table, row codes) for few distinct values
-    (labels; integers in a small range; floats in few runs or of few distinct values), else
-    ("rows", kind, column) to format chunk by chunk."""
-    from ..io import csvfmt
-
-    col = np.asarray(col)
-    n = col.shape[0]
-    if kind == "label":
-        return ("table", names, col.astype(np.int64))
-    if n == 0:
-        return ("rows", kind, col)
-    if kind == "int":
-        v = col.astype(np.int64)
-        lo, hi = int(v.min()), int(v.max())
-        if hi - lo < 1 << 16:
-            return ("table", csvfmt._int_block(np.arange(lo, hi + 1, dtype=np.int64)), v - lo)
-        return ("rows", kind, col)
-    x = col.astype(np.float64, copy=False)
-    changes = np.flatnonzero(x[1:] != x[:-1]) + 1
-    if changes.size < n // 16:  # long runs (NaN never equals itself: each is a run of its own)
-        starts = np.concatenate(([0], changes))
-        codes = np.repeat(np.arange(starts.size), np.diff(np.append(starts, n)))
-        return ("table", csvfmt._float_block(x[starts]), codes)
-    sample = np.unique(x[: 1 << 14])
-    if sample.size <= 1 << 12 and np.isfinite(sample).all():
-        uniq, codes = np.unique(x, return_inverse=True)
-        if uniq.size <= n // 16:
-            return ("table", csvfmt._float_block(uniq), codes.reshape(-1))
-    return ("rows", kind, col)
-
-
-def _csv_block(table, start: int, stop: int) -> np.ndarray:
-    from ..io import csvfmt
-
-    if table[0] == "table":
-        return table[1][table[2][start:stop]]
-    kind, col = table[1], table[2][start:stop]
-    return csvfmt._int_block(col) if kind == "int" else csvfmt._float_block(col)
 
 
 def _axis(values, pos: int) -> np.ndarray:

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..errors import SpecsimError
+from ..physics.schema import Speculation, field_range
 
 #: Assumed 1-sigma scatter of one published accept length around the fleet-wide curve (tokens).
 #: The per-benchmark values of one published draft (HF model cards below) spread by ~0.1-0.35; means by less.
@@ -97,8 +98,9 @@ def parse_data_points(items: list[str]) -> list[tuple[float, float, int]]:
 def _check_point(samples: float, tau: float, steps: int, raw: object) -> None:
     if not (math.isfinite(samples) and samples > 0):
         raise SpecsimError("data", raw, "training samples must be a number > 0")
-    if not 1 <= steps <= 64:
-        raise SpecsimError("data", raw, "steps must be an integer in [1, 64]")
+    lo, hi = field_range(Speculation, "steps")
+    if not lo <= steps <= hi:
+        raise SpecsimError("data", raw, f"steps must be an integer in [{lo}, {hi}]")
     if not (1.0 <= tau <= steps + 1):
         raise SpecsimError("data", raw, f"accept length must be in [1, steps+1] = [1, {steps + 1}]")
 
@@ -488,8 +490,9 @@ def whatif_training(
         raise SpecsimError("fleet-tokens-per-day", fleet_tokens_per_day, "fleet tokens per day must be a number >= 0")
     if int(gpus) != gpus or gpus < 1:
         raise SpecsimError("gpus-per-replica", gpus_per_replica, "GPUs per replica must be an integer >= 1")
-    if int(max_steps) != max_steps or not 1 <= max_steps <= 64:
-        raise SpecsimError("max-steps", max_steps, "max steps must be an integer in [1, 64]")
+    lo, hi = field_range(Speculation, "steps")
+    if int(max_steps) != max_steps or not lo <= max_steps <= hi:
+        raise SpecsimError("max-steps", max_steps, f"max steps must be an integer in [{lo}, {hi}]")
     if int(curve_points) != curve_points or curve_points < 2:
         raise SpecsimError("curve-points", curve_points, "curve points must be an integer >= 2")
     gpus, max_steps = int(gpus), int(max_steps)

@@ -134,6 +134,37 @@ def forward_cmd(
     _guard(go)
 
 
+@app.command("draft")
+def draft_cmd(
+    out: str = typer.Option("draft.json", "--out", "-o", help="dataset JSON to write"),
+    model: str = typer.Option("llama-3.1-8b", "--model", help="target whose EAGLE-3 head is timed (random weights)"),
+    batch: str = typer.Option("1,2,4,8,16,32,64", "--batch", help="requests"),
+    topk: str = typer.Option("1,4", "--topk", help="draft rows per request in a draft step"),
+    ctx: str = typer.Option("512,2048", "--ctx", help="context tokens per request (draft KV cache)"),
+    accept_tokens: str = typer.Option("2,4,8", "--accept-tokens", help="verified tokens per request in accept"),
+    steps: str = typer.Option("2,3", "--steps", help="draft steps; draft-extend runs steps + 1 tokens per request"),
+    repeats: int = typer.Option(20, "--repeats", help="timed graph replays per point"),
+    eager: bool = typer.Option(True, "--eager/--no-eager", help="also time every point eagerly"),
+    budget_s: float = typer.Option(0.0, "--budget-s", help="wall-clock budget; points after it are skipped (0 = none)"),
+    quick: bool = typer.Option(False, "--quick", help="mark the output as a smoke test"),
+    device: str = DeviceOpt,
+):
+    """EAGLE-3 draft step (B x topk rows), greedy accept over the verify logits, draft-extend: CUDA-graph timed."""
+    lists = [_ints(v, f) for v, f in ((batch, "--batch"), (topk, "--topk"), (ctx, "--ctx"),
+                                      (accept_tokens, "--accept-tokens"), (steps, "--steps"))]
+
+    def go():
+        from .draft import measure_draft, summary_lines
+
+        ds = measure_draft(out, model, *lists, device=device, repeats=repeats, eager=eager, budget_s=budget_s,
+                           quick=quick, argv=sys.argv)
+        for line in summary_lines(ds):
+            typer.echo(line)
+        typer.echo(f"wrote {out}")
+
+    _guard(go)
+
+
 @app.command("collectives")
 def collectives_cmd(
     out: str = typer.Option("collectives-profile.json", "--out", "-o", help="profile JSON to write"),

@@ -62,8 +62,9 @@ def vocab_pass_us(p: Params, rows, vocab, topk_over_one=False):
 
 
 def argmax_pass_us(p: Params, rows, vocab):
-    """Greedy sampling: one streaming pass over ``rows`` fp32 logit rows (argmax), at elementwise bandwidth."""
-    return rows * vocab * LOGIT_BYTES / (p["hbm_bytes_per_s"] * p["elementwise_mem_efficiency"]) * 1e6 + p["kernel_floor_us"]
+    """Greedy sampling: one streaming pass over ``rows`` fp32 logit rows (argmax) at elementwise bandwidth,
+    after the latency floor of a row reduction over the vocabulary (the profile's softmax + max fit)."""
+    return rows * vocab * LOGIT_BYTES / (p["hbm_bytes_per_s"] * p["elementwise_mem_efficiency"]) * 1e6 + p["vocab_topk_fixed_us"]
 
 
 def _eager_small_ms(p: Params, count):

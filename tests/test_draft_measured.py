@@ -164,9 +164,11 @@ def test_report_errors(capsys):
         print()
         for ph, errs in by.items():
             print(f"  {ph:14s} n={len(errs):3d}  modeled vs measured: {100 * min(errs):+6.1f} % .. {100 * max(errs):+6.1f} %")
-    # what the table shows today: the argmax pass is charged at streaming bandwidth, far below
-    # the ~40 us a torch argmax over 128256 fp32 entries per row takes at small batch
-    assert max(by["argmax"]) < 0
+    # the argmax pass pays the row reduction's latency floor taken from the profile's softmax + max
+    # (53 us) against ~41 us measured for argmax alone: within 60 %, and the accept phase (argmax +
+    # gather) within 35 %; before that floor the model charged streaming bandwidth only (-22..-93 %)
+    assert max(abs(e) for e in by["argmax"]) < 0.6
+    assert max(abs(e) for e in by["accept"]) < 0.35
 
 
 # --------------------------------------------------------------------------- the code (torch-free / CPU)

@@ -446,7 +446,7 @@ def test_cli_float_flags_finite(capsys, value):
         assert_refused(code, err, "scale")
 
 
-# ---- sweep CSV: the table/gather layout writes what columns_to_csv writes, byte for byte -------
+# ---- sweep CSV: to_csv writes what columns_to_csv writes ------------------------------------------
 
 
 @pytest.mark.parametrize("kw", [
@@ -459,7 +459,6 @@ def test_sweep_csv_is_columns_to_csv(kw, monkeypatch):
     import specsim.analysis.sweep as sw
     from specsim.io.csvfmt import columns_to_csv
 
-    monkeypatch.setattr(sw, "_CSV_CHUNK", 1000)  # several chunks, tables shared across them
     res = sw.sweep(None, **kw)
     ints = ("steps", "topk", "draft_tokens", "tp", "batch", "ctx")
     cols = [("label" if c == "gpu" else "int" if c in ints else "float", res.columns[c]) for c in sw.COLUMNS]

@@ -1,133 +1,402 @@
-"""Vectorised CSV formatting of numeric columns (no per-row Python).
+"""Vectorised CSV writing of numeric columns (no per-row or per-cell Python).
 
-Each chunk of rows is laid out as one 2-D byte matrix (fields right-aligned with a filler byte,
-separators and newlines included) built with integer arithmetic on whole columns; dropping the
-filler bytes gives the CSV text. Floats get 6 significant digits in fixed notation with
-trailing zeros dropped (``%.6g`` without the exponent; values beyond 1e15 or below 1e-10, and
-NaN/inf, fall back to ``%.6g`` for that column), integers are written as integers, label
-columns by index into a list of names.
+Every cell of a column is a fixed-width byte field built with integer arithmetic on whole
+columns: digits come four at a time from a 10,000-entry table of ASCII words, leading zeros of
+the integer part are NUL bytes, the separator (``,`` or ``\\n``) is the field's last byte. The
+fields of a chunk of rows are laid side by side in one byte matrix (one strided 8-byte store
+per field word) and the NUL bytes are dropped in one C pass (``bytes.translate``), which gives
+the CSV text of the chunk.
+
+Number formats (every value parses back with ``float()`` to within 1e-6 relative, integers
+exactly):
+
+* integers as integers;
+* floats in fixed point, with one number of decimals per column, enough for 7 significant
+  digits at the column's smallest non-zero magnitude (trailing zeros stay); a column whose range
+  would need more than ``_FIXED_MAX_DIGITS`` digits is written in scientific notation with
+  7 significant digits (``-1.234568e-07``);
+* NaN and infinities as ``nan``, ``inf``, ``-inf``;
+* label columns by index into a list of names.
 """
 
 from __future__ import annotations
 
+import math
+from collections.abc import Iterator
+
 import numpy as np
 
-CHUNK_ROWS = 250_000
-_SIG = 6
-_FILL = 0
-_POW10 = np.array([10**i for i in range(19)], dtype=np.int64)
+CHUNK_ROWS = 65_536  # rows per byte matrix (a few MB: stays in cache while filled and compacted)
+_SIG = 7  # significant digits kept at a column's smallest magnitude: relative error <= 5e-7
+_FIXED_MAX_DIGITS = 14  # integer + fraction digits beyond which a float column goes scientific
+_U = np.uint64
+_P4 = 10_000
 
 
-def _digits(v: np.ndarray, width: int, lead_fill: bool = True) -> np.ndarray:
-    """(n, width) ASCII digits of non-negative ints ``v`` (one divmod per digit, from the right);
-    leading zeros become filler when ``lead_fill`` (the units digit always shows)."""
-    n = v.shape[0]
-    if v.size and int(v.max()) < 2**31:
-        v = v.astype(np.int32)
-    out = np.empty((n, width), dtype=np.uint8)
+_RAW = np.frombuffer(b"".join(b"%04d" % i for i in range(_P4)), dtype=np.uint8).reshape(_P4, 4)
+_TABLES: dict[tuple[str, int, bytes], np.ndarray] = {}
+
+
+def _table(kind: str, width: int, suffix: bytes = b"") -> np.ndarray:
+    """uint64 ASCII words, one per 4-digit group value g (0..9999): the last ``width`` digits of g
+    then ``suffix``, first byte in the low byte. ``kind``: "full" keeps leading zeros, "zs"
+    turns them into NUL (the units digit always shows), "zn" too but 0 is all NUL; "zs+full" and
+    "zn+full" are indexed by g + 10000 * started (digits before this group are non-zero)."""
+    key = (kind, width, suffix)
+    t = _TABLES.get(key)
+    if t is None:
+        if "+" in kind:
+            t = np.concatenate([_table(kind.split("+")[0], width, suffix), _table("full", width, suffix)])
+        else:
+            d = _RAW.copy()
+            if kind != "full":
+                i = np.arange(_P4)
+                for k, p in enumerate((1000, 100, 10)):
+                    d[i < p, k] = 0
+                if kind == "zn":
+                    d[0] = 0
+            mat = np.zeros((_P4, 8), dtype=np.uint8)
+            mat[:, :width] = d[:, 4 - width:]
+            if suffix:
+                mat[:, width:width + len(suffix)] = np.frombuffer(suffix, dtype=np.uint8)
+            t = mat.view("<u8").reshape(_P4)
+        _TABLES[key] = t
+    return t
+
+
+class _Field:
+    """A fixed-width byte field per row, as little-endian uint64 words (bytes appended left to right)."""
+
+    def __init__(self, m: int):
+        self.m = m
+        self.words: list[np.ndarray | None] = []
+        self.const: list[int] = []
+        self.width = 0
+
+    def _grow(self, nbytes: int) -> None:
+        need = (self.width + nbytes + 7) // 8
+        while len(self.words) < need:
+            self.words.append(None)
+            self.const.append(0)
+
+    def add(self, piece: np.ndarray, nbytes: int) -> None:
+        """Append ``nbytes`` (<= 8) bytes held in the low bytes of each element of ``piece``."""
+        self._grow(nbytes)
+        j, s = divmod(self.width, 8)
+        lo = piece << _U(8 * s) if s else piece
+        self.words[j] = lo if self.words[j] is None else (self.words[j] | lo)
+        if s and s + nbytes > 8:
+            hi = piece >> _U(8 * (8 - s))
+            self.words[j + 1] = hi if self.words[j + 1] is None else (self.words[j + 1] | hi)
+        self.width += nbytes
+
+    def add_const(self, data: bytes) -> None:
+        self._grow(len(data))
+        for b in data:
+            j, s = divmod(self.width, 8)
+            self.const[j] |= b << (8 * s)
+            self.width += 1
+
+    def skip(self, nbytes: int) -> None:
+        self._grow(nbytes)
+        self.width += nbytes
+
+    def put_byte(self, pos: np.ndarray, byte: int, where: np.ndarray) -> None:
+        """OR ``byte`` at per-row byte position ``pos`` where ``where``."""
+        wj = pos // 8
+        val = _U(byte) << ((pos % 8) * 8).astype(_U)
+        for j in range(len(self.words)):
+            self._or(j, np.where(where & (wj == j), val, _U(0)))
+
+    def _or(self, j: int, arr: np.ndarray) -> None:
+        self.words[j] = arr if self.words[j] is None else (self.words[j] | arr)
+
+    def finish(self) -> list[np.ndarray]:
+        out = []
+        for w, c in zip(self.words, self.const):
+            if w is None:
+                w = np.full(self.m, c, dtype=_U)
+            elif c:
+                w |= _U(c)
+            out.append(w)
+        return out
+
+
+def _ndig(v: int) -> int:
+    return len(str(int(v))) if v > 0 else 1
+
+
+def _add_int(f: _Field, v: np.ndarray, ndig: int, suppress: bool = True, suffix: bytes = b"") -> None:
+    """``ndig`` decimal digits of the non-negative int64 ``v`` (leading zeros as NUL if ``suppress``;
+    the units digit always shows), then ``suffix``."""
+    g = -(-ndig // 4)
+    groups = []
     rest = v
-    for m in range(width - 1, -1, -1):
-        rest, r = np.divmod(rest, 10)
-        out[:, m] = r
-    out += 48
-    if lead_fill and width > 1:
-        lead = np.zeros(n, dtype=np.int64)  # leading zero digits (at most width-1)
-        vv = np.asarray(v, dtype=np.int64)
-        for m in range(width - 1):
-            lead += vv < _POW10[width - 1 - m]
-        cols = np.arange(width)[None, :]
-        out[cols < lead[:, None]] = _FILL
-    return out
+    for _ in range(g - 1):
+        rest, r = np.divmod(rest, _P4)
+        groups.append(r)
+    groups.append(rest)
+    groups.reverse()
+    for k, gk in enumerate(groups):
+        width = 4 if k else ndig - 4 * (g - 1)
+        suf = suffix if k == g - 1 else b""
+        if not suppress:
+            piece = _table("full", width, suf)[gk]
+        elif g == 1:
+            piece = _table("zs", width, suf)[gk]
+        elif k == 0:
+            piece = _table("zn", width, suf)[gk]
+        else:
+            table = _table("zs+full" if k == g - 1 else "zn+full", width, suf)
+            piece = table[gk + _P4 * (v >= 10 ** (4 * (g - k)))]
+        f.add(piece, width + len(suf))
 
 
-def _ndigits(v: np.ndarray) -> int:
-    m = int(v.max()) if v.size else 0
-    return max(1, len(str(m)))
+def _lead(v: np.ndarray, ndig: int) -> np.ndarray:
+    """Leading zeros of ``v`` written in ``ndig`` digits."""
+    lead = np.zeros(v.shape, dtype=np.int64)
+    for k in range(1, ndig):
+        lead += v < 10**k
+    return lead
 
 
-def _int_block(col: np.ndarray) -> np.ndarray:
-    v = np.asarray(col).astype(np.int64)
-    neg = v < 0
-    a = np.abs(v)
-    w = _ndigits(a)
-    body = _digits(a, w)
-    if neg.any():
-        sign = np.where(neg, ord("-"), _FILL).astype(np.uint8)[:, None]
-        body = np.concatenate([sign, body], axis=1)
-    return body
+class _FloatFmt:
+    """How one float column is written (decided once from the column's finite range)."""
+
+    def __init__(self, x: np.ndarray):
+        lo, hi = (float(np.min(x)), float(np.max(x))) if x.size else (0.0, 0.0)
+        self.nonfinite = not (math.isfinite(lo) and math.isfinite(hi))
+        if self.nonfinite:
+            fin = x[np.isfinite(x)]
+            lo, hi = (float(fin.min()), float(fin.max())) if fin.size else (0.0, 0.0)
+        self.neg = lo < 0 or (self.nonfinite and bool(np.any(x == -np.inf)))
+        amax = max(abs(lo), abs(hi))
+        if lo > 0:
+            amin = lo
+        elif hi < 0:
+            amin = -hi
+        else:
+            ax = np.abs(x)
+            ax = ax[(ax > 0) & (ax < np.inf)]
+            amin = float(ax.min()) if ax.size else 0.0
+        self.sci = False
+        if amin == 0.0:  # only zeros
+            self.dec, self.idig = 0, 1
+        else:
+            dec = max(0, math.ceil(_SIG - 1 - math.log10(amin)))
+            while dec < 400 and 0.5 * 10.0**-dec > 0.5 * 10.0 ** (1 - _SIG) * amin:
+                dec += 1
+            self.dec = dec
+            self.idig = _ndig(math.floor(amax) + 1) if dec < 400 else 400
+            self.sci = self.idig + dec > _FIXED_MAX_DIGITS
+        self.edig = 3 if self.sci and (amax >= 1e100 or amin < 1e-99) else 2
+        if not self.sci and self.nonfinite:
+            # "-inf" must fit: sign slot + integer digits (+ fraction) >= 4
+            self.idig = max(self.idig, 4 - (self.dec + 1 if self.dec else 0) - 1)
+
+    def field(self, x: np.ndarray, sep: bytes) -> _Field:
+        m = x.shape[0]
+        f = _Field(m)
+        if self.nonfinite:  # written as 0 here; _nonfinite_fill overwrites those fields
+            ok = np.isfinite(x)
+            if not ok.all():
+                x = np.where(ok, x, 0.0)
+        ax = np.abs(x) if self.neg else x
+        if self.sci:
+            self._sci(f, x, ax)
+        else:
+            q = np.empty(ax.shape, dtype=np.int64)
+            np.rint(ax * 10.0**self.dec, out=q, casting="unsafe")
+            if self.dec:
+                ip, fp = np.divmod(q, 10**self.dec)
+            else:
+                ip = q
+            if self.neg:
+                start = f.width
+                f.skip(1)
+            _add_int(f, ip, self.idig, suffix=b"." if self.dec else sep)
+            self.frac_at = f.width
+            if self.dec:
+                _add_int(f, fp, self.dec, suppress=False, suffix=sep)
+            if self.neg:
+                f.put_byte(start + _lead(ip, self.idig), ord("-"), x < 0)
+            return f
+        f.add_const(sep)
+        return f
+
+    def _sci(self, f: _Field, x: np.ndarray, ax: np.ndarray) -> None:
+        pos = ax > 0
+        e = np.floor(np.log10(np.where(pos, ax, 1.0))).astype(np.int64)
+
+        def mant(e):
+            s = _SIG - 1 - e
+            a = np.clip(s, -300, 300)
+            return np.rint(ax * np.power(10.0, a) * np.power(10.0, s - a))
+
+        mv = mant(e)
+        hi = mv >= 10.0**_SIG
+        if hi.any():
+            e = e + hi
+            mv = np.where(hi, mant(e), mv)
+        low = pos & (mv < 10.0 ** (_SIG - 1))
+        if low.any():
+            e = e - low
+            mv = np.where(low, mant(e), mv)
+        mi = np.minimum(mv, 10.0**_SIG - 1).astype(np.int64)
+        if self.neg:
+            f.add(np.where(x < 0, _U(ord("-")), _U(0)), 1)
+        lead = mi // 10 ** (_SIG - 1)
+        f.add(lead.astype(_U) + _U(48), 1)
+        f.add_const(b".")
+        _add_int(f, mi - lead * 10 ** (_SIG - 1), _SIG - 1, suppress=False)
+        f.add_const(b"e")
+        f.add(np.where(e < 0, _U(ord("-")), _U(ord("+"))), 1)
+        _add_int(f, np.abs(e), self.edig, suppress=False)
 
 
-def _fallback_block(strings: np.ndarray) -> np.ndarray:
-    s = np.asarray(strings).astype("S")
-    w = max(1, int(np.strings.str_len(s).max()) if s.size else 1)
-    s = s.astype(f"S{w}")  # null-padded: the padding is filler, dropped with the rest
-    return np.frombuffer(s.tobytes(), dtype=np.uint8).reshape(len(s), w).copy()
+class _IntFmt:
+    def __init__(self, v: np.ndarray):
+        lo, hi = (int(np.min(v)), int(np.max(v))) if v.size else (0, 0)  # int() truncates like astype
+        self.neg = lo < 0
+        self.ndig = _ndig(max(abs(lo), abs(hi)))
+
+    def field(self, v: np.ndarray, sep: bytes) -> _Field:
+        f = _Field(v.shape[0])
+        if self.neg:
+            a = np.abs(v)
+            start = f.width
+            f.skip(1)
+            _add_int(f, a, self.ndig, suffix=sep)
+            f.put_byte(start + _lead(a, self.ndig), ord("-"), v < 0)
+        else:
+            _add_int(f, v, self.ndig, suffix=sep)
+        return f
 
 
-def _float_block(col: np.ndarray) -> np.ndarray:
-    x = np.asarray(col, dtype=np.float64)
-    if not np.isfinite(x).all():
-        return _fallback_block(np.char.mod("%.6g", x))
-    ax = np.abs(x)
-    nz = ax > 0
-    if nz.any() and (ax[nz].max() >= 1e15 or ax[nz].min() < 1e-10):
-        return _fallback_block(np.char.mod("%.6g", x))
-    exp = np.zeros(x.shape, dtype=np.int64)
-    exp[nz] = np.floor(np.log10(ax[nz])).astype(np.int64)
-    d = _SIG - 1 - exp  # decimals for 6 significant digits
-    q = np.rint(ax * np.power(10.0, d)).astype(np.int64)
-    # rounding up to a new power of ten (9.999995 -> 10.0000) keeps 6 significant digits
-    over = q >= 10**_SIG
-    if over.any():
-        q = np.where(over, q // 10, q)
-        d = np.where(over, d - 1, d)
-    dpos = np.maximum(d, 0)
-    ip = np.where(d >= 0, q // _POW10[dpos], q * _POW10[np.maximum(-d, 0)])
-    fp = np.where(d > 0, q % _POW10[dpos], 0)
-    wi = _ndigits(ip)
-    wf = int(dpos.max()) if dpos.size else 0
-    parts = []
-    neg = (x < 0) & (q > 0)
-    if neg.any():
-        parts.append(np.where(neg, ord("-"), _FILL).astype(np.uint8)[:, None])
-    parts.append(_digits(ip, wi))
-    if wf:
-        # fp has dpos digits: left-align them in wf columns, then drop trailing zeros
-        frac = _digits(fp * _POW10[wf - dpos], wf, lead_fill=False)
-        cols = np.arange(wf)[None, :]
-        nonzero = frac != 48
-        last = np.where(nonzero.any(axis=1), wf - np.argmax(nonzero[:, ::-1], axis=1), 0)  # digits to keep
-        frac[cols >= last[:, None]] = _FILL
-        parts.append(np.where(last > 0, ord("."), _FILL).astype(np.uint8)[:, None])
-        parts.append(frac)
-    return np.concatenate(parts, axis=1)
+class _LabelFmt:
+    def __init__(self, names: list[str], sep: bytes):
+        enc = [s.encode() for s in names] or [b""]
+        w = max(1, max(len(b) for b in enc))
+        k = -(-(w + 1) // 8)
+        rows = [(b.rjust(w, b"\0") + sep).ljust(8 * k, b"\0") for b in enc]
+        self.width = w + 1
+        self.tables = [np.array([int.from_bytes(r[8 * j:8 * j + 8], "little") for r in rows], dtype=_U)
+                       for j in range(k)]
+
+    def words(self, codes: np.ndarray) -> list[np.ndarray]:
+        return [t[codes] for t in self.tables]
+
+
+def _nonfinite_fill(words: list[np.ndarray], width: int, x: np.ndarray, sep: bytes) -> None:
+    """Overwrite the fields of NaN and infinite values with ``nan``, ``inf``, ``-inf``."""
+    for val, text in ((np.nan, b"nan"), (np.inf, b"inf"), (-np.inf, b"-inf")):
+        rows = np.isnan(x) if val != val else (x == val)
+        if rows.any():
+            data = (text + sep).rjust(width, b"\0").ljust(8 * len(words), b"\0")
+            for j, w in enumerate(words):
+                w[rows] = int.from_bytes(data[8 * j:8 * j + 8], "little")
+
+
+def _strip_zeros(words: list[np.ndarray], at: int, dec: int) -> list[np.ndarray]:
+    """Trailing zeros of the ``dec`` fraction digits from byte ``at`` become NUL, and the point
+    too when all are (for the few values of a column in runs)."""
+    b = np.ascontiguousarray(np.stack(words, axis=1)).view(np.uint8)
+    frac = b[:, at:at + dec]
+    trail = np.logical_and.accumulate((frac == 48)[:, ::-1], axis=1)[:, ::-1]
+    frac[trail] = 0
+    b[trail[:, 0], at - 1] = 0
+    w = b.view("<u8")
+    return [np.ascontiguousarray(w[:, j]) for j in range(w.shape[1])]
+
+
+def _column_words(kind: str, fmt, col: np.ndarray, sep: bytes, runs: bool = True) -> tuple[list[np.ndarray], int]:
+    """Field words and width of one column chunk; columns in long runs (sweep axes) are
+    formatted once per run and repeated."""
+    m = col.shape[0]
+    if kind == "label":
+        return fmt.words(col.astype(np.int64)), fmt.width
+    h = min(m, 1024)
+    if runs and m > 64 and np.count_nonzero(col[1:h] != col[:h - 1]) < h // 16:
+        change = np.flatnonzero(col[1:] != col[:-1]) + 1
+        if change.size < m // 16:
+            starts = np.concatenate(([0], change))
+            reps = np.diff(np.append(starts, m))
+            words, width = _column_words(kind, fmt, col[starts], sep, runs=False)
+            if kind == "float" and not fmt.sci and fmt.dec:
+                words = _strip_zeros(words, fmt.frac_at, fmt.dec)
+            return [np.repeat(w, reps) for w in words], width
+    if kind == "int":
+        f = fmt.field(col.astype(np.int64), sep)
+    else:
+        x = col.astype(np.float64, copy=False)
+        f = fmt.field(x, sep)
+        if fmt.nonfinite and not np.isfinite(x).all():
+            words = f.finish()
+            _nonfinite_fill(words, f.width, x, sep)
+            return words, f.width
+    return f.finish(), f.width
+
+
+def iter_csv(header: list[str], columns: list[tuple[str, np.ndarray]],
+             labels: dict[int, list[str]] | None = None, chunk_rows: int | None = None) -> Iterator[bytes | bytearray]:
+    """CSV bytes of equal-length columns, header first, then one piece per chunk of rows.
+
+    ``columns`` is a list of (kind, array) with kind ``"int"``, ``"float"`` or ``"label"``
+    (then ``labels[i]`` names the values of column i)."""
+    yield (",".join(header) + "\n").encode()
+    n = len(columns[0][1]) if columns else 0
+    last = len(columns) - 1
+    fmts = []
+    for i, (kind, col) in enumerate(columns):
+        col = np.asarray(col)
+        if kind == "label":
+            fmts.append(_LabelFmt(list((labels or {})[i]), b"\n" if i == last else b","))
+        elif kind == "int":
+            fmts.append(_IntFmt(col))
+        else:
+            fmts.append(_FloatFmt(col.astype(np.float64, copy=False)))
+    step = chunk_rows or CHUNK_ROWS
+    buf = mat = None
+    for start in range(0, n, step):
+        stop = min(n, start + step)
+        m = stop - start
+        fields = []
+        for i, ((kind, col), fmt) in enumerate(zip(columns, fmts)):
+            fields.append(_column_words(kind, fmt, np.asarray(col)[start:stop], b"\n" if i == last else b","))
+        words, width = fields[-1]
+        if width > 8 and width % 8:  # the last word ends exactly at the row's end
+            r = width % 8
+            words = words[:-2] + [words[-2], (words[-1] << _U(8 * (8 - r))) | (words[-2] >> _U(8 * r))]
+            fields[-1] = (words, width)
+        total = sum(w for _, w in fields)
+        reach, off = total, 0
+        for i, (words, width) in enumerate(fields):
+            ends = [off + 8 * j + 8 for j in range(len(words))]
+            if i == len(fields) - 1 and width > 8 and width % 8:
+                ends[-1] = off + width
+            reach = max(reach, *ends)
+            off += width
+        stride = reach
+        if mat is None or mat.shape != (m, stride):
+            # a bytearray, so that translate needs no copy; every field byte is rewritten per
+            # chunk and only NULs are ever written past the last field, so it is reused
+            buf = bytearray(m * stride)
+            mat = np.frombuffer(buf, dtype=np.uint8).reshape(m, stride)
+        # 8-byte stores at any byte offset of a row; fields go left to right, so the bytes a word
+        # writes past its field's end are overwritten by the next field (the last one's are NUL)
+        view = np.ndarray((m, stride - 7), dtype="<u8", buffer=mat, strides=(stride, 1))
+        off = 0
+        for i, (words, width) in enumerate(fields):
+            for j, w in enumerate(words):
+                at = off + 8 * j
+                if i == len(fields) - 1 and j == len(words) - 1 and width > 8 and width % 8:
+                    at = off + width - 8
+                view[:, at] = w
+            off += width
+        yield buf.translate(None, b"\0")
 
 
 def columns_to_csv(header: list[str], columns: list[tuple[str, np.ndarray]],
                    labels: dict[int, list[str]] | None = None) -> str:
-    """CSV text of equal-length columns; ``columns`` is a list of (kind, array) with kind
-    ``"int"``, ``"float"`` or ``"label"`` (then ``labels[i]`` names the values of column i)."""
-    n = len(columns[0][1]) if columns else 0
-    out = [(",".join(header) + "\n").encode()]
-    names = {i: _fallback_block(np.array([s.encode() for s in v])) for i, v in (labels or {}).items()}
-    comma = np.full((1, 1), ord(","), dtype=np.uint8)
-    newline = np.full((1, 1), ord("\n"), dtype=np.uint8)
-    for start in range(0, n, CHUNK_ROWS):
-        stop = min(n, start + CHUNK_ROWS)
-        m = stop - start
-        blocks = []
-        for i, (kind, col) in enumerate(columns):
-            c = col[start:stop]
-            if kind == "int":
-                b = _int_block(c)
-            elif kind == "label":
-                b = names[i][np.asarray(c).astype(np.int64)]
-            else:
-                b = _float_block(c)
-            if blocks:
-                blocks.append(np.broadcast_to(comma, (m, 1)))
-            blocks.append(b)
-        blocks.append(np.broadcast_to(newline, (m, 1)))
-        mat = np.concatenate(blocks, axis=1).ravel()
-        out.append(mat[mat != _FILL].tobytes())
-    return b"".join(out).decode("ascii")
+    """CSV text of equal-length columns (see :func:`iter_csv`)."""
+    return "".join([part.decode("ascii") for part in iter_csv(header, columns, labels)])

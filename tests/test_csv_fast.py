@@ -99,3 +99,17 @@ def test_cli_sweep_csv_round_trips(run_cli, tmp_path):
                 assert int(r[j]) == int(v)
             else:
                 _check_float(r[j], float(v))
+
+
+def test_integers_at_group_boundaries():
+    edges = [0, 1, 9, 10, 9999, 10000, 99999, 100000, 99999999, 10**8, 10**12 - 1, 10**12, 10**15 - 1, 10**15,
+             2**53 + 1, 2**63 - 1]
+    col = np.array(edges + [-v for v in edges[1:]], dtype=np.int64)
+    rows = _rows(csvfmt.columns_to_csv(["i"], [("int", col)]))
+    assert [int(r[0]) for r in rows[1:]] == col.tolist()
+    small = col[np.abs(col) < 10**15]  # the float64 quotient path
+    rows = _rows(csvfmt.columns_to_csv(["i"], [("int", small)]))
+    assert [int(r[0]) for r in rows[1:]] == small.tolist()
+    fl = np.array([9999.9999999, 0.0001, 12345.678901, 99999.5], dtype=np.float64)
+    for r, v in zip(_rows(csvfmt.columns_to_csv(["x"], [("float", fl)]))[1:], fl):
+        _check_float(r[0], float(v))

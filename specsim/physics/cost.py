@@ -28,7 +28,7 @@ import math
 
 import numpy as np
 
-from .operators import Op, draft_ops, target_ops
+from .operators import FLAT, Op, draft_ops, memo, target_ops, zero_array
 from .params import Params
 
 COMPONENTS = ("launch", "kernel_fixed", "allreduce", "weights", "attention", "compute", "activations")
@@ -51,9 +51,11 @@ def gemm_compute_us(p: Params, m, n_cols, k_dim, flop_rate):
     """Compute time (us) of an M x N x K GEMM, rows padded to the MMA tile, at the GPU's GEMM efficiency."""
     if _scalar(m):
         m_pad = math.ceil(max(float(m), 1.0) / GEMM_ROW_TILE) * GEMM_ROW_TILE
-    else:
-        m_pad = np.ceil(np.maximum(np.asarray(m, dtype=float), 1.0) / GEMM_ROW_TILE) * GEMM_ROW_TILE
-    return 2.0 * m_pad * n_cols * k_dim / (flop_rate * p["gemm_peak_efficiency"]) * 1e6
+        return 2.0 * m_pad * n_cols * k_dim / (flop_rate * p["gemm_peak_efficiency"]) * 1e6
+    # the same rows (and FLOP rate) serve most GEMMs of a forward: 2 x padded M and the rate once per block
+    two_m_pad = memo("2m_pad", lambda: 2.0 * (np.ceil(np.maximum(np.asarray(m, dtype=float), 1.0) / GEMM_ROW_TILE) * GEMM_ROW_TILE), m)
+    rate = memo("gemm_rate", lambda: flop_rate * p["gemm_peak_efficiency"], flop_rate, p["gemm_peak_efficiency"])
+    return two_m_pad * n_cols * k_dim / rate * 1e6
 
 
 def gemm_us(p: Params, m, n_cols, k_dim, weight_bytes, act_bytes, bw_eff, flop_rate):
@@ -63,10 +65,15 @@ def gemm_us(p: Params, m, n_cols, k_dim, weight_bytes, act_bytes, bw_eff, flop_r
     stream that the pipeline does not hide behind the MMAs (``gemm_stream_loss``) still shows.
     This keeps a GEMM flat in M while memory-bound and makes it climb smoothly past the ridge.
     """
-    mem = (weight_bytes + act_bytes) * (1e6 / (p["hbm_bytes_per_s"] * bw_eff))
+    mem = (weight_bytes + act_bytes) * _us_per_byte(p["hbm_bytes_per_s"], bw_eff)
     cmp_ = gemm_compute_us(p, m, n_cols, k_dim, flop_rate) + p["gemm_stream_loss"] * mem
     excess = cmp_ - mem
     return mem, (max(excess, 0.0) if _scalar(excess) else np.maximum(excess, 0.0))
+
+
+def _us_per_byte(bw, eff):
+    """``1e6 / (bw x eff)``: us per byte at that share of the bandwidth (once per block and pair)."""
+    return memo("us_per_byte", lambda: 1e6 / (bw * eff), bw, eff)
 
 
 class _Acc:
@@ -79,6 +86,9 @@ class _Acc:
         self.t = {c: 0.0 for c in COMPONENTS}
         self.kernels = 0.0
         self.rows: list[dict] | None = [] if keep_rows else None
+        if not self.all_graph:  # the same two products for every operator, computed once
+            self._graph_node = self.graph * p["graph_node_us"]
+            self._eager_share = 1 - self.graph
 
     def _launch(self, gpu_us, count):
         # graph: a fixed gap per node; eager: the host launch shows only where it outlasts the kernel
@@ -86,7 +96,7 @@ class _Acc:
             return count * self.p["graph_node_us"]
         gap = self.p["eager_launch_us"] - gpu_us
         eager_excess = max(gap, 0.0) if _scalar(gap) else np.maximum(gap, 0.0)
-        return count * (self.graph * self.p["graph_node_us"] + (1 - self.graph) * eager_excess)
+        return count * (self._graph_node + self._eager_share * eager_excess)
 
     def add(self, op: Op, parts: dict):
         """One operator: ``parts`` maps components to per-kernel us (launch and floor added here)."""
@@ -99,7 +109,7 @@ class _Acc:
                                   "flops": 0.0, "us": count * sum(parts.values()), "parts_us": {k: count * v for k, v in parts.items()}})
             return
         floor = self.p["kernel_floor_us"] if op.family != "collective" else 0.0
-        busy = sum(parts.values()) + floor
+        busy = _sum(parts) + floor
         for comp, us in parts.items():
             self.t[comp] = self.t[comp] + count * us
         self.t["kernel_fixed"] = self.t["kernel_fixed"] + count * floor
@@ -118,6 +128,25 @@ class _Acc:
         out["kernels"] = np.asarray(self.kernels, dtype=float)
         return out
 
+    def skip(self, op: Op, n: int):
+        """An operator whose count is an all-zero (n,) array: it adds exact zeros, but of shape (n,)."""
+        comps = _TOUCHES[op.family]
+        if op.family != "fixed":
+            self.kernels = self.kernels + np.zeros(n) if np.ndim(self.kernels) == 0 else self.kernels
+        for c in comps:
+            if np.ndim(self.t[c]) == 0:
+                self.t[c] = self.t[c] + np.zeros(n)
+
+
+def _sum(parts: dict):
+    """``sum(parts.values())`` without its leading ``0 +`` (a copy of the first array; the sum only
+    ever feeds ``+ floor`` and ``eager_launch - busy``, where a -0.0 and a 0.0 give the same)."""
+    vals = iter(parts.values())
+    total = next(vals)
+    for v in vals:
+        total = total + v
+    return total
+
 
 def _op_parts(p: Params, op: Op) -> dict:
     """Per-kernel time (us) of one operator by component, from its family's model."""
@@ -126,17 +155,17 @@ def _op_parts(p: Params, op: Op) -> dict:
         mem, excess = gemm_us(p, op.m, op.n_cols, op.k_dim, op.bytes, op.act_bytes, op.bw_eff, op.flop_rate)
         return {"weights": mem, "compute": excess}
     if op.family == "grouped_gemm":
-        mem = (op.bytes + op.act_bytes) * (1e6 / (bw * op.bw_eff))
+        mem = (op.bytes + op.act_bytes) * _us_per_byte(bw, op.bw_eff)
         # each active expert computes its own rows (tokens routed to it), padded to the MMA tile
         experts = np.maximum(op.experts, 1e-9)
         cmp_ = experts * gemm_compute_us(p, np.maximum(op.m / experts, 1.0), op.n_cols, op.k_dim, op.flop_rate)
         return {"weights": mem, "compute": np.maximum(cmp_ - mem, 0.0)}
     if op.family == "attention":
-        mem = op.bytes * (1e6 / (bw * op.bw_eff))
-        cmp_ = op.flops * (1e6 / op.flop_rate)  # flop_rate: the attention kernels' achieved peak
+        mem = op.bytes * _us_per_byte(bw, op.bw_eff)
+        cmp_ = op.flops * memo("us_per_flop", lambda: 1e6 / op.flop_rate, op.flop_rate)  # flop_rate: the attention kernels' achieved peak
         return {"attention": (max(mem, cmp_) if _scalar(mem, cmp_) else np.maximum(mem, cmp_)) + op.fixed_us}
     if op.family == "elementwise":
-        return {"activations": op.act_bytes * (1e6 / (bw * p["elementwise_mem_efficiency"]))}
+        return {"activations": op.act_bytes * _us_per_byte(bw, p["elementwise_mem_efficiency"])}
     if op.family == "collective":
         return {"allreduce": op.fixed_us}
     if op.family == "fixed":
@@ -144,6 +173,15 @@ def _op_parts(p: Params, op: Op) -> dict:
     raise ValueError(f"unknown kernel family {op.family!r}")
 
 
+#: the components (besides ``kernels``) each family's operators add to in :meth:`_Acc.add`
+_TOUCHES = {
+    "gemm": ("weights", "compute", "kernel_fixed", "launch"),
+    "grouped_gemm": ("weights", "compute", "kernel_fixed", "launch"),
+    "attention": ("attention", "kernel_fixed", "launch"),
+    "elementwise": ("activations", "kernel_fixed", "launch"),
+    "collective": ("allreduce", "kernel_fixed", "launch"),
+    "fixed": ("kernel_fixed",),
+}
 _FLOAT = (float, int)
 _SCALAR_FIELDS = {  # the Op fields each family's time model reads
     "gemm": ("count", "bytes", "act_bytes", "m", "n_cols", "k_dim", "bw_eff", "flop_rate"),
@@ -211,8 +249,12 @@ def evaluate_ops(p: Params, ops: list[Op], graph, keep_rows: bool = False) -> di
     """Sum a forward's operators into components (ms); ``rows`` holds the per-operator table."""
     acc = _Acc(p, graph, keep_rows)
     scalar = not keep_rows and isinstance(acc.graph, float) and all(isinstance(p[k], _FLOAT) for k in _COST_PARAMS)
+    flat = 0 if keep_rows else FLAT["n"]
     for op in ops:
         if _is_zero(op.count):
+            continue
+        if flat and zero_array(op.count):  # all zero: adds exact zeros (only its (n,) shape is kept)
+            acc.skip(op, flat)
             continue
         if scalar and _add_scalar(acc, op):
             continue

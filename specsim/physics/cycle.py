@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from .cost import draft_forward_ms, target_forward_ms
-from .operators import LOGIT_BYTES
+from .operators import FLAT, LOGIT_BYTES, memo
 from .params import Params
 
 PHASES = ("draft", "verify", "accept", "draft_extend", "host")
@@ -27,11 +27,15 @@ def graph_batch(p: Params, batch, graph):
         g = float(graph) * fits
         return (float(sizes[idx]) if fits else b) if g > 0 else b, g
     b = np.asarray(batch, dtype=float)
-    idx = np.searchsorted(sizes, b, side="left")
-    fits = idx < len(sizes)
-    padded = np.where(fits, sizes[np.minimum(idx, len(sizes) - 1)], b)
+    fits, padded = memo("graph_batch", lambda: _pad_batch(sizes, b), sizes, b)  # the same for every forward of a block
     g = np.asarray(graph, dtype=float) * fits
     return np.where(g > 0, padded, b), g
+
+
+def _pad_batch(sizes, b):
+    idx = np.searchsorted(sizes, b, side="left")
+    fits = idx < len(sizes)
+    return fits, np.where(fits, sizes[np.minimum(idx, len(sizes) - 1)], b)
 
 
 def graph_width(p: Params, batch, width, graph):
@@ -173,14 +177,50 @@ def throughput(p: Params, tau) -> dict:
     same element-wise arithmetic, with temporaries that stay in cache.
     """
     n = _flat_points(p, tau)
-    if n > FLAT_CHUNK:
-        blocks = []
+    if not n:
+        return _throughput(p, tau)
+    outer = FLAT["n"], FLAT["cache"]
+    try:
+        if n <= FLAT_CHUNK:
+            FLAT["n"], FLAT["cache"] = n, {}
+            return _throughput(p, tau)
+        out = leaves = None
         for i in range(0, n, FLAT_CHUNK):
             sl = slice(i, i + FLAT_CHUNK)
             q = {k: (v[sl] if isinstance(v, np.ndarray) and v.ndim and k not in _NOT_PER_POINT else v) for k, v in p.items()}
-            blocks.append(_throughput(q, tau[sl] if np.ndim(tau) else tau))
-        return _join(blocks)
-    return _throughput(p, tau)
+            FLAT["n"], FLAT["cache"] = min(n, i + FLAT_CHUNK) - i, {}
+            block = _throughput(q, tau[sl] if np.ndim(tau) else tau)
+            if out is None:
+                out, leaves = _alloc(block, n, FLAT["n"])
+            for dst, path in leaves:  # each block straight into the joined arrays (no list of blocks kept)
+                dst[sl] = _leaf(block, path)
+        return out
+    finally:
+        FLAT["n"], FLAT["cache"] = outer
+
+
+def _alloc(block: dict, n: int, m: int):
+    """The joined result laid out from the first block: per-point arrays of n points (filled block by
+    block), anything else (depends on no per-point parameter: the same in every block) as it is."""
+    leaves = []
+
+    def walk(x, path):
+        if isinstance(x, dict):
+            return {k: walk(v, path + (k,)) for k, v in x.items()}
+        if np.ndim(x) == 0:
+            return x
+        assert np.shape(x)[0] == m, "a flat block's array is not per point"
+        dst = np.empty((n,) + np.shape(x)[1:], dtype=np.asarray(x).dtype)
+        leaves.append((dst, path))
+        return dst
+
+    return walk(block, ()), leaves
+
+
+def _leaf(x, path):
+    for k in path:
+        x = x[k]
+    return x
 
 
 #: parameters only the speculative cycle reads: the plain decode step is the same for any value of them

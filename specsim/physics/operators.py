@@ -63,25 +63,61 @@ class Op:
     fixed_us: object = 0.0  # collective or fixed-time operators: us per kernel
 
 
+#: while :func:`specsim.physics.cycle.throughput` evaluates a flat block of n points (every array
+#: parameter of shape (n,)), ``FLAT["n"]`` is n: an operator whose count is an all-zero (n,) array
+#: then contributes exactly 0 everywhere, so it is skipped like a scalar zero, and the cost model
+#: widens its components to (n,) at the end (the shape the skipped arithmetic would have given).
+#: ``FLAT["cache"]`` (a dict, or None outside a flat block) holds sub-expressions that several
+#: operators or forwards of the block compute from the same objects (see :func:`memo`).
+FLAT = {"n": 0, "cache": None}
+
+
+def memo(tag: str, fn, *objs):
+    """``fn()``, computed once per flat block for the same argument objects (identity, not value:
+    a block's arrays are never changed in place); outside a flat block simply ``fn()``."""
+    cache = FLAT["cache"]
+    if cache is None:
+        return fn()
+    key = (tag,) + tuple(map(id, objs))
+    hit = cache.get(key)
+    if hit is None:
+        hit = cache[key] = (objs, fn())  # the objects are kept: their ids stay theirs while the cache lives
+    return hit[1]
+
+
+def zero_array(count) -> bool:
+    """An all-zero count array of a flat block (see :data:`FLAT`)."""
+    n = FLAT["n"]
+    if not n or not isinstance(count, np.ndarray) or count.shape != (n,):
+        return False
+    return memo("zero", lambda: not count.any(), count)  # asked when the operator is built and when it is costed
+
+
 def _absent(count) -> bool:
-    """A count that is a scalar zero: the operator does not exist here (the cost model skips it)."""
+    """A count that is a scalar zero (or an all-zero array of a flat block): the operator does not
+    exist here (the cost model skips it)."""
     if isinstance(count, (float, int)):
         return count == 0
+    if isinstance(count, np.ndarray) and count.ndim:
+        return zero_array(count)
     return np.ndim(count) == 0 and float(count) == 0.0
 
 
 def _gemm(name, phase, count, p: Params, m, k_dim, n_cols, wbytes, flop_rate, bw_eff=None) -> Op:
     if _absent(count):  # never evaluated: skip the arithmetic of its fields
         return Op(name, "gemm", phase, count)
+    # a flat block's forwards go straight to the cost model, which never reads a GEMM's flops
+    flops = 0.0 if FLAT["n"] else 2.0 * m * k_dim * n_cols
     return Op(name, "gemm", phase, count, bytes=k_dim * n_cols * wbytes, act_bytes=m * (k_dim + n_cols) * ACT_BYTES,
-              flops=2.0 * m * k_dim * n_cols, m=m, n_cols=n_cols, k_dim=k_dim,
+              flops=flops, m=m, n_cols=n_cols, k_dim=k_dim,
               bw_eff=p["mem_efficiency"] if bw_eff is None else bw_eff, flop_rate=flop_rate)
 
 
 def _elem(name, phase, count, p: Params, act_bytes) -> Op:
-    if _absent(count) and np.ndim(p["small_kernel_factor"]) == 0:
-        return Op(name, "elementwise", phase, count * p["small_kernel_factor"])
-    return Op(name, "elementwise", phase, count * p["small_kernel_factor"], act_bytes=act_bytes)
+    c = count * p["small_kernel_factor"]
+    if (np.ndim(p["small_kernel_factor"]) == 0 and _absent(count)) or zero_array(c):
+        return Op(name, "elementwise", phase, c)
+    return Op(name, "elementwise", phase, c, act_bytes=act_bytes)
 
 
 def _attention(name, count, p: Params, b, w, ctx_eff, kv_bytes_per_token, q_rows_per_kv, flops_per_row_key, multi,
@@ -106,7 +142,8 @@ def _attention(name, count, p: Params, b, w, ctx_eff, kv_bytes_per_token, q_rows
         eff = _where(unsplit, min(eff, capped) if np.ndim(eff) == 0 else np.minimum(eff, capped), eff)
     return Op(name, "attention", "attention", count, bytes=b * ctx_eff * kv_bytes_per_token,
               flops=b * padded / _maximum(q_rows_per_kv, 1e-9) * ctx_eff * flops_per_row_key,
-              bw_eff=eff, flop_rate=p["flops_bf16"] * p["attention_flop_efficiency"], fixed_us=p["attention_fixed_us"])
+              bw_eff=eff, flop_rate=memo("attention_flop_rate", lambda: p["flops_bf16"] * p["attention_flop_efficiency"],
+                                   p["flops_bf16"], p["attention_flop_efficiency"]), fixed_us=p["attention_fixed_us"])
 
 
 def _allreduce_params(p: Params, graph):

@@ -226,6 +226,43 @@ def test_flat_points_in_blocks_equal_one_pass(monkeypatch):
         assert np.array_equal(blocks["phases"][k], whole["phases"][k])
 
 
+def test_flat_block_shortcuts_equal_the_general_path():
+    """Inside a flat block throughput() skips all-zero operators, reuses shared sub-expressions and
+    takes launch = count x node gap where every point replays a graph; every number and shape equals
+    the general array arithmetic (``_throughput`` outside a flat block), non-finite inputs included."""
+    import sys
+    from pathlib import Path
+
+    import specsim.physics.cycle as cy
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+    from bench_predict import random_params
+
+    def leaves(x, pre=""):
+        if isinstance(x, dict):
+            for k, v in x.items():
+                yield from leaves(v, pre + "." + k)
+        else:
+            yield pre, x
+
+    cases = ((0, None, None), (1, "kernel_floor_us", (np.inf, np.nan)), (2, "hbm_bytes_per_s", (np.inf, np.nan)),
+             (3, "num_layers", (np.inf, np.nan)), (4, "head_dim", (np.inf, np.nan)),  # head_dim: skipped GQA operators only
+             (5, "mem_efficiency", (0.0, 0.0)), (6, "kernel_floor_us", (1e308, 1e308)))  # finite inputs, non-finite times
+    for seed, poison, bad in cases:
+        p, tau = random_params(3000, seed)
+        if poison:  # the block's input check (non-finite) or the forward's total check (finite) falls back
+            p[poison] = np.array(p[poison], dtype=float) * np.ones(3000)
+            p[poison][[5, 17]] = bad
+        with np.errstate(all="ignore"):
+            flat = cy.throughput(p, tau)
+            general = cy._throughput(p, tau)
+        a, b = list(leaves(flat)), list(leaves(general))
+        assert [k for k, _ in a] == [k for k, _ in b]
+        for (k, x), (_, y) in zip(a, b):
+            assert np.shape(x) == np.shape(y), k
+            assert np.array_equal(x, y, equal_nan=True), k
+
+
 def test_decode_step_reused_across_steps_is_the_fresh_one():
     """throughput() reuses the plain decode step of a scenario when only steps/topk/draft tokens change:
     the reused step equals a fresh baseline_step_ms at every step count, and callers get their own arrays."""

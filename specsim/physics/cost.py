@@ -89,6 +89,11 @@ class _Acc:
         if not self.all_graph:  # the same two products for every operator, computed once
             self._graph_node = self.graph * p["graph_node_us"]
             self._eager_share = 1 - self.graph
+        # a flat block whose every point replays a graph: launch = count x node gap, as in the general
+        # formula (g x node + (1 - g) x eager excess, with g = 1 and a finite excess); _forward() checks
+        # that every component is finite (so was every excess), else the forward is costed again in full
+        self.ones = (not keep_rows and FLAT["n"] and not self.all_graph and isinstance(self.graph, np.ndarray)
+                     and bool((self.graph == 1.0).all()))
 
     def _launch(self, gpu_us, count):
         # graph: a fixed gap per node; eager: the host launch shows only where it outlasts the kernel
@@ -109,11 +114,14 @@ class _Acc:
                                   "flops": 0.0, "us": count * sum(parts.values()), "parts_us": {k: count * v for k, v in parts.items()}})
             return
         floor = self.p["kernel_floor_us"] if op.family != "collective" else 0.0
-        busy = _sum(parts) + floor
         for comp, us in parts.items():
             self.t[comp] = self.t[comp] + count * us
         self.t["kernel_fixed"] = self.t["kernel_fixed"] + count * floor
-        launch = self._launch(busy, count)
+        if self.ones:
+            launch = count * self.p["graph_node_us"]
+        else:
+            busy = _sum(parts) + floor
+            launch = self._launch(busy, count)
         self.t["launch"] = self.t["launch"] + launch
         self.kernels = self.kernels + count
         if self.rows is not None:
@@ -275,15 +283,31 @@ def target_forward_ms(p: Params, tokens_per_request, batch=None, ctx=None, graph
     rows of a graph replay run the dense GEMMs but route to the same few experts.
     """
     graph = p["graph_verify"] if graph is None else graph
-    ops = target_ops(p, tokens_per_request, batch, ctx, graph, multi_token, routed_tokens)
-    return evaluate_ops(p, ops, graph, keep_rows)
+    return _forward(lambda: target_ops(p, tokens_per_request, batch, ctx, graph, multi_token, routed_tokens), p, graph,
+                    keep_rows)
 
 
 def draft_forward_ms(p: Params, tokens_per_request, batch=None, ctx=None, graph=None, fuse=False,
                      keep_rows: bool = False) -> dict:
     """One EAGLE-3 head forward on one TP rank (ms by component); ``fuse`` adds the 3-state fc."""
     graph = p["graph_draft"] if graph is None else graph
-    return evaluate_ops(p, draft_ops(p, tokens_per_request, batch, ctx, graph, fuse), graph, keep_rows)
+    return _forward(lambda: draft_ops(p, tokens_per_request, batch, ctx, graph, fuse), p, graph, keep_rows)
+
+
+def _forward(build, p: Params, graph, keep_rows: bool) -> dict:
+    """``evaluate_ops`` of the operators ``build()`` lists. In a flat block (see
+    :data:`~specsim.physics.operators.FLAT`) a forward whose total is not finite everywhere is built
+    and costed again by the general arithmetic: the block's shortcuts (all-zero operators skipped,
+    launch = count x node gap) equal it only where every operator's time is finite."""
+    out = evaluate_ops(p, build(), graph, keep_rows)
+    if FLAT["n"] and not keep_rows and not np.isfinite(out["total"]).all():
+        saved = FLAT["n"], FLAT["cache"]
+        FLAT["n"], FLAT["cache"] = 0, None
+        try:
+            out = evaluate_ops(p, build(), graph, keep_rows)
+        finally:
+            FLAT["n"], FLAT["cache"] = saved
+    return out
 
 
 def weight_bytes_per_rank(p: Params) -> float:

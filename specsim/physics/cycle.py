@@ -8,6 +8,8 @@ tok/s = batch x E[tokens per request per cycle] / cycle time          (Sequoia's
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from .cost import draft_forward_ms, target_forward_ms
@@ -182,21 +184,33 @@ def throughput(p: Params, tau) -> dict:
     outer = FLAT["n"], FLAT["cache"]
     try:
         if n <= FLAT_CHUNK:
-            FLAT["n"], FLAT["cache"] = n, {}
+            FLAT["n"], FLAT["cache"] = (n, {}) if _finite(p) else (0, None)
             return _throughput(p, tau)
         out = leaves = None
         for i in range(0, n, FLAT_CHUNK):
             sl = slice(i, i + FLAT_CHUNK)
             q = {k: (v[sl] if isinstance(v, np.ndarray) and v.ndim and k not in _NOT_PER_POINT else v) for k, v in p.items()}
-            FLAT["n"], FLAT["cache"] = min(n, i + FLAT_CHUNK) - i, {}
+            FLAT["n"], FLAT["cache"] = (min(n, i + FLAT_CHUNK) - i, {}) if _finite(q) else (0, None)
             block = _throughput(q, tau[sl] if np.ndim(tau) else tau)
             if out is None:
-                out, leaves = _alloc(block, n, FLAT["n"])
+                out, leaves = _alloc(block, n, min(n, i + FLAT_CHUNK) - i)
             for dst, path in leaves:  # each block straight into the joined arrays (no list of blocks kept)
                 dst[sl] = _leaf(block, path)
         return out
     finally:
         FLAT["n"], FLAT["cache"] = outer
+
+
+def _finite(p: Params) -> bool:
+    """Every per-point parameter finite: the flat-block shortcuts apply (an operator skipped as all-zero
+    adds 0 x its time, exactly 0 only where that time is finite); else the block runs the general path."""
+    for k, v in p.items():
+        if isinstance(v, np.ndarray) and v.ndim and k not in _NOT_PER_POINT:
+            with np.errstate(all="ignore"):
+                s = float(np.add.reduce(v, axis=None, dtype=float))  # inf or nan when any point is (or it overflows)
+            if not math.isfinite(s):
+                return False
+    return True
 
 
 def _alloc(block: dict, n: int, m: int):

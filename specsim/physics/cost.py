@@ -94,6 +94,9 @@ class _Acc:
         # that every component is finite (so was every excess), else the forward is costed again in full
         self.ones = (not keep_rows and FLAT["n"] and not self.all_graph and isinstance(self.graph, np.ndarray)
                      and bool((self.graph == 1.0).all()))
+        # ... and where every point launches eagerly (g = 0, a finite node gap): launch = count x eager excess
+        self.zeros = (not self.ones and not keep_rows and FLAT["n"] and isinstance(self.graph, np.ndarray)
+                      and not self.graph.any() and bool(np.isfinite(p["graph_node_us"]).all()))
 
     def _launch(self, gpu_us, count):
         # graph: a fixed gap per node; eager: the host launch shows only where it outlasts the kernel
@@ -119,6 +122,9 @@ class _Acc:
         self.t["kernel_fixed"] = self.t["kernel_fixed"] + count * floor
         if self.ones:
             launch = count * self.p["graph_node_us"]
+        elif self.zeros:
+            gap = self.p["eager_launch_us"] - (_sum(parts) + floor)
+            launch = count * (max(gap, 0.0) if _scalar(gap) else np.maximum(gap, 0.0))
         else:
             busy = _sum(parts) + floor
             launch = self._launch(busy, count)

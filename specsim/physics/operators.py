@@ -153,6 +153,52 @@ def _allreduce_params(p: Params, graph):
     return alpha, bw
 
 
+def _gqa_ops(p: Params, gqa, L, fused, n, h, b, w, multi, heads_r, kv_r, ctx_eff, ba, fa) -> list[Op]:
+    """The GQA attention operators of :func:`target_ops`."""
+    d = p["head_dim"]
+    # unpacked GQA (repeat_kv, or a kernel that does not pack a KV head's queries) reads each KV head per query head
+    unpacked = p["attention_unpacked"]
+    unpack = unpacked if unpacked != 0.5 else (1.0 if (np.ndim(multi) == 0 and multi) else 0.0) if np.ndim(multi) == 0 \
+        else np.where(multi, 1.0, 0.0)
+    kv_read_heads = kv_r + unpack * (heads_r - kv_r)
+    return [
+        _gemm("qkv_proj", "attention", gqa * L * fused, p, n, h, (heads_r + 2 * kv_r) * d, ba, fa),
+        _gemm("q_proj", "attention", gqa * L * (1 - fused), p, n, h, heads_r * d, ba, fa),
+        _gemm("kv_proj", "attention", gqa * L * (1 - fused) * 2, p, n, h, kv_r * d, ba, fa),
+        _gemm("o_proj", "attention", gqa * L, p, n, heads_r * d, h, ba, fa),
+        _attention("attention_gqa", gqa * L, p, b, w, ctx_eff, 2 * kv_read_heads * d * p["bytes_kv"], heads_r / kv_r,
+                   4 * kv_r * (heads_r / kv_r) * d, multi, work_items=b * kv_read_heads),
+        _elem("attn_norm", "attention", gqa * L, p, 4 * n * h * ACT_BYTES),
+        _elem("rope", "attention", gqa * L, p, 2 * n * (heads_r + kv_r) * d * ACT_BYTES),
+        _elem("kv_store", "attention", gqa * L, p, 2 * n * 2 * kv_r * d * p["bytes_kv"]),
+        _elem("attn_residual", "attention", gqa * L, p, 3 * n * h * ACT_BYTES),
+    ]
+
+
+#: the GQA attention operators of :func:`_gqa_ops`: (name, family, the factor of their count after gqa x L)
+_GQA = (("qkv_proj", "gemm", "fused"), ("q_proj", "gemm", "unfused"), ("kv_proj", "gemm", "unfused2"),
+        ("o_proj", "gemm", None), ("attention_gqa", "attention", None), ("attn_norm", "elementwise", None),
+        ("rope", "elementwise", None), ("kv_store", "elementwise", None), ("attn_residual", "elementwise", None))
+
+
+def _no_gqa(p: Params, gqa, L, fused):
+    """In a flat block, the GQA operators as counts only when every count is zero (an MLA model): the
+    same counts :func:`_gqa_ops` gives them, which the cost model skips; else None."""
+    if not (isinstance(gqa, float) and gqa == 0.0):
+        return None
+    z = gqa * L
+    ops = []
+    for name, family, factor in _GQA:
+        count = z * fused if factor == "fused" else z * (1 - fused) if factor == "unfused" else \
+            z * (1 - fused) * 2 if factor == "unfused2" else z
+        if family == "elementwise":
+            count = count * p["small_kernel_factor"]
+        if not (_absent(count) or zero_array(count)):
+            return None
+        ops.append(Op(name, family, "attention", count))
+    return ops
+
+
 def target_ops(p: Params, tokens_per_request, batch=None, ctx=None, graph=None, multi_token=None,
                routed_tokens=None) -> list[Op]:
     """Operators of the target forward over batch x tokens_per_request new tokens."""
@@ -176,24 +222,11 @@ def target_ops(p: Params, tokens_per_request, batch=None, ctx=None, graph=None, 
     ops: list[Op] = []
 
     # --- attention, GQA (weights sharded by heads; KV heads replicate when tp > num_kv_heads)
-    d = p["head_dim"]
-    # unpacked GQA (repeat_kv, or a kernel that does not pack a KV head's queries) reads each KV head per query head
-    unpacked = p["attention_unpacked"]
-    unpack = unpacked if unpacked != 0.5 else (1.0 if (np.ndim(multi) == 0 and multi) else 0.0) if np.ndim(multi) == 0 \
-        else np.where(multi, 1.0, 0.0)
-    kv_read_heads = kv_r + unpack * (heads_r - kv_r)
-    ops += [
-        _gemm("qkv_proj", "attention", gqa * L * fused, p, n, h, (heads_r + 2 * kv_r) * d, ba, fa),
-        _gemm("q_proj", "attention", gqa * L * (1 - fused), p, n, h, heads_r * d, ba, fa),
-        _gemm("kv_proj", "attention", gqa * L * (1 - fused) * 2, p, n, h, kv_r * d, ba, fa),
-        _gemm("o_proj", "attention", gqa * L, p, n, heads_r * d, h, ba, fa),
-        _attention("attention_gqa", gqa * L, p, b, w, ctx_eff, 2 * kv_read_heads * d * p["bytes_kv"], heads_r / kv_r,
-                   4 * kv_r * (heads_r / kv_r) * d, multi, work_items=b * kv_read_heads),
-        _elem("attn_norm", "attention", gqa * L, p, 4 * n * h * ACT_BYTES),
-        _elem("rope", "attention", gqa * L, p, 2 * n * (heads_r + kv_r) * d * ACT_BYTES),
-        _elem("kv_store", "attention", gqa * L, p, 2 * n * 2 * kv_r * d * p["bytes_kv"]),
-        _elem("attn_residual", "attention", gqa * L, p, 3 * n * h * ACT_BYTES),
-    ]
+    skip = _no_gqa(p, gqa, L, fused) if FLAT["n"] else None
+    if skip is not None:  # an MLA model in a flat block: the same (zero) counts, no sizes (never read)
+        ops += skip
+    else:
+        ops += _gqa_ops(p, gqa, L, fused, n, h, b, w, multi, heads_r, kv_r, ctx_eff, ba, fa)
 
     # --- attention, MLA (low-rank down-projections replicated, head-wise up-projections sharded)
     ql, kvl = p["q_lora_rank"], p["kv_lora_rank"]

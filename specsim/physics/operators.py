@@ -99,7 +99,7 @@ def _absent(count) -> bool:
     if isinstance(count, (float, int)):
         return count == 0
     if isinstance(count, np.ndarray) and count.ndim:
-        return zero_array(count)
+        return bool(FLAT["n"]) and zero_array(count)
     return np.ndim(count) == 0 and float(count) == 0.0
 
 
@@ -115,7 +115,7 @@ def _gemm(name, phase, count, p: Params, m, k_dim, n_cols, wbytes, flop_rate, bw
 
 def _elem(name, phase, count, p: Params, act_bytes) -> Op:
     c = count * p["small_kernel_factor"]
-    if (np.ndim(p["small_kernel_factor"]) == 0 and _absent(count)) or zero_array(c):
+    if (_absent(count) and np.ndim(p["small_kernel_factor"]) == 0) or (FLAT["n"] and zero_array(c)):
         return Op(name, "elementwise", phase, c)
     return Op(name, "elementwise", phase, c, act_bytes=act_bytes)
 
@@ -142,8 +142,14 @@ def _attention(name, count, p: Params, b, w, ctx_eff, kv_bytes_per_token, q_rows
         eff = _where(unsplit, min(eff, capped) if np.ndim(eff) == 0 else np.minimum(eff, capped), eff)
     return Op(name, "attention", "attention", count, bytes=b * ctx_eff * kv_bytes_per_token,
               flops=b * padded / _maximum(q_rows_per_kv, 1e-9) * ctx_eff * flops_per_row_key,
-              bw_eff=eff, flop_rate=memo("attention_flop_rate", lambda: p["flops_bf16"] * p["attention_flop_efficiency"],
-                                   p["flops_bf16"], p["attention_flop_efficiency"]), fixed_us=p["attention_fixed_us"])
+              bw_eff=eff, flop_rate=_attention_flop_rate(p), fixed_us=p["attention_fixed_us"])
+
+
+def _attention_flop_rate(p: Params):
+    if FLAT["cache"] is None:
+        return p["flops_bf16"] * p["attention_flop_efficiency"]
+    return memo("attention_flop_rate", lambda: p["flops_bf16"] * p["attention_flop_efficiency"], p["flops_bf16"],
+                p["attention_flop_efficiency"])
 
 
 def _allreduce_params(p: Params, graph):

@@ -68,6 +68,9 @@ class _Model(BaseModel):
     @field_validator("*", mode="before")
     @classmethod
     def _numbers_are_numbers(cls, v, info: ValidationInfo):
+        tv = type(v)
+        if tv is float or tv is int:  # the common case: a plain number is always fine here
+            return v
         key = (cls, info.field_name or "")
         only = _NUMERIC_ONLY.get(key)
         if only is None:

@@ -125,3 +125,23 @@ def test_flag_bounds_come_from_the_schema():
         from specsim.analysis.build import build_scenario
 
         build_scenario(steps=MAX_STEPS + 1)
+
+
+@pytest.mark.parametrize("body,field", [
+    ('{"kind":"throughput_sweeps","sweeps":[{"model":"llama-3.1-8b","gpu":"h100","engine":"sglang","steps":3,'
+     '"rows":[{"batch":"2","speedup":"x"}]}]}', "dataset.sweeps.0.rows.0.batch"),
+    ('{"kind":"throughput_sweeps","sweeps":"nope"}', "dataset.sweeps"),
+    ('{"kind":"throughput_sweeps","sweeps":[5, null]}', "dataset.sweeps.0"),
+    ('{"kind":"throughput_sweeps","sweeps":[{"model":"llama-3.1-8b","gpu":"h100","engine":"sglang","steps":1e9,"rows":[]}]}',
+     "dataset.sweeps.0.steps"),
+    ('{"kind":"throughput_sweeps","baselines":[{"model":"llama-3.1-8b","gpu":"h100","engine":"sglang","tok_s":1e308,'
+     '"batch":-1}]}', "dataset.baselines.0.batch"),
+    ('{"kind":"throughput_sweeps","sweeps":[{"model":"llama-3.1-8b","gpu":"h100","engine":"sglang","steps":3,'
+     '"rows":[{"batch":2,"speedup":-1}]}]}', "dataset.sweeps.0.rows.0.speedup"),
+])
+def test_hostile_sweeps_dataset_gets_one_line(run_cli, tmp_path, body, field):
+    f = tmp_path / "s.json"
+    f.write_text(body)
+    code, out, err = run_cli("validate", str(f))
+    lines = [x for x in err.splitlines() if x.strip()]
+    assert code == 2 and len(lines) == 1 and lines[0].startswith(f"error: {field}:"), err

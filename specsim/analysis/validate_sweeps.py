@@ -63,6 +63,57 @@ def _predict_kw(sw: dict) -> dict:
                 **({"draft_tokens": int(sw["num_draft_tokens"])} if (sw.get("topk") or 1) > 1 else {}))
 
 
+MAX_SWEEPS = 1000
+MAX_ROWS = 10_000
+
+
+def check_sweeps_dataset(d: dict) -> None:
+    """Every field scoring reads, checked once at the boundary: one-line errors naming the field."""
+    from ..io.checks import check_int, check_number
+    from ..physics.schema import Parallel, Speculation, Workload, field_range
+
+    if d.get("kind") != "throughput_sweeps":
+        raise SpecsimError("dataset.kind", d.get("kind"), "allowed: 'throughput_sweeps' (see calibration/README.md)")
+    sweeps, bases = d.get("sweeps", []), d.get("baselines", [])
+    for key, items, cap in (("sweeps", sweeps, MAX_SWEEPS), ("baselines", bases, MAX_ROWS)):
+        if not isinstance(items, list) or len(items) > cap:
+            raise SpecsimError(f"dataset.{key}", type(items).__name__ if not isinstance(items, list) else len(items),
+                               f"allowed: a list of at most {cap} objects")
+        for i, it in enumerate(items):
+            if not isinstance(it, dict):
+                raise SpecsimError(f"dataset.{key}.{i}", it, "allowed: an object")
+            f = f"dataset.{key}.{i}"
+            for k in ("model", "gpu", "engine"):
+                if not isinstance(it.get(k), str) or not it[k].strip():
+                    raise SpecsimError(f"{f}.{k}", it.get(k), "allowed: a preset name (text)")
+            for k in ("engine_preset", "gpu_preset"):
+                if it.get(k) is not None and not isinstance(it[k], str):
+                    raise SpecsimError(f"{f}.{k}", it[k], "allowed: a preset name (text)")
+            if it.get("tp") is not None:
+                check_int(it["tp"], f"{f}.tp", *field_range(Parallel, "tp"))
+            for k in ("ctx", "input_len", "output_len"):
+                if it.get(k) is not None:
+                    check_number(it[k], f"{f}.{k}", 0, field_range(Workload, "ctx")[1])
+            if key == "baselines":
+                if it.get("batch") is not None:
+                    check_int(it["batch"], f"{f}.batch", *field_range(Workload, "batch"))
+                if it.get("tok_s") is not None:
+                    check_number(it["tok_s"], f"{f}.tok_s", 0, 1e9, lo_open=True)
+                continue
+            for k in ("steps", "topk", "num_draft_tokens"):  # steps unknown (None): the sweep is skipped, said so
+                if it.get(k) is not None:
+                    check_int(it[k], f"{f}.{k}", *field_range(Speculation, k))
+            rows = it.get("rows", [])
+            if not isinstance(rows, list) or len(rows) > MAX_ROWS:
+                raise SpecsimError(f"{f}.rows", type(rows).__name__, f"allowed: a list of at most {MAX_ROWS} objects")
+            for j, r in enumerate(rows):
+                if not isinstance(r, dict):
+                    raise SpecsimError(f"{f}.rows.{j}", r, "allowed: an object")
+                check_int(r.get("batch"), f"{f}.rows.{j}.batch", *field_range(Workload, "batch"))
+                if r.get("speedup") is not None:
+                    check_number(r["speedup"], f"{f}.rows.{j}.speedup", 0, 1e4, lo_open=True)
+
+
 def _by_dataset(sw: dict) -> list[dict]:
     """A sweep whose rows name several datasets is one sweep per dataset (each has its own accept length)."""
     names = [r.get("dataset") for r in sw.get("rows", [])]
@@ -150,6 +201,7 @@ def validate_sweeps(dataset: str | None = None) -> SweepValidation:
         d = loads_bounded(cand.read_text(encoding="utf-8"), "dataset", name)
     if not isinstance(d, dict):
         raise SpecsimError("dataset", name, "must be a JSON object")
+    check_sweeps_dataset(d)
     if d.get("kind") != "throughput_sweeps":
         raise SpecsimError("dataset", dataset, "is not a throughput_sweeps dataset (see calibration/README.md)")
     sweeps = [score_sweep(part) for sw in d.get("sweeps", []) for part in _by_dataset(sw)]

@@ -225,6 +225,8 @@ def verify(
         tables = [operator_table(w, scenario, **kw) for w in widths]
         if as_json or fmt == Fmt.json:
             _emit({"kind": "modeled", "breakdowns": [t.to_dict() for t in tables]})
+        elif fmt in (Fmt.markdown, Fmt.md):
+            typer.echo("\n\n".join(t._repr_markdown_() for t in tables))
         else:
             typer.echo("\n\n".join(repr(t) for t in tables))
         return

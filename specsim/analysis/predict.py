@@ -250,9 +250,18 @@ class OperatorTable:
 
         rows = [[r["name"], r["family"], r["phase"], r["count"], r["mbytes"], r["gflops"], r["ms"], r["pct"]] for r in self.rows]
         head = ["operator", "family", "phase", "kernels", "MB each", "GFLOP each", "ms", "%"]
-        title = (f"{self.scenario}: verify forward over {self.batch} x {self.tokens} tokens, ctx {self.ctx} "
-                 f"(modeled): {self.total_ms:.3f} ms, {self.kernels} kernels")
-        return table_text(head, rows, title)
+        return table_text(head, rows, self._title())
+
+    def _title(self) -> str:
+        return (f"{self.scenario}: verify forward over {self.batch} x {self.tokens} tokens, ctx {self.ctx} "
+                f"(modeled): {self.total_ms:.3f} ms, {self.kernels} kernels")
+
+    def _repr_markdown_(self) -> str:
+        from ..output.render import table_markdown
+
+        rows = [[r["name"], r["family"], r["phase"], r["count"], r["mbytes"], r["gflops"], r["ms"], r["pct"]] for r in self.rows]
+        head = ["operator", "family", "phase", "kernels", "MB each", "GFLOP each", "ms", "%"]
+        return f"**{self._title()}**\n\n" + table_markdown(head, rows)
 
 
 def operator_table(tokens: int = 3, scenario: str | Scenario | None = None, **overrides) -> OperatorTable:

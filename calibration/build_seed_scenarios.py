@@ -22,14 +22,12 @@ import json
 import sys
 from pathlib import Path
 
-import numpy as np
-
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from specsim.io.presets import get_allreduce, get_engine, get_gpu, get_model  # noqa: E402
 from specsim.physics.cycle import baseline_step_ms, cycle_ms, cycle_phases_ms, verify_breakdown  # noqa: E402
 from specsim.physics.params import scenario_params  # noqa: E402
-from specsim.io.presets import get_allreduce, get_engine, get_gpu, get_model  # noqa: E402
 from specsim.physics.schema import Scenario  # noqa: E402
 
 DATASET = json.loads((ROOT / "calibration" / "datasets" / "kimi-k2.5-seed.json").read_text())

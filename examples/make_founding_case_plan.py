@@ -15,9 +15,9 @@ import html
 from pathlib import Path
 
 import specsim
-from specsim.output.figures import steps_sweep
-from specsim.io.files import write_atomic
 from specsim.analysis.predict import build_scenario, evaluate
+from specsim.io.files import write_atomic
+from specsim.output.figures import steps_sweep
 from specsim.output.render import table_html
 from specsim.output.report import ReportData, collect_report, markdown_table
 

@@ -402,7 +402,13 @@ def validate(
     Example: specsim validate calibration/datasets/kimi-k2.5-seed.json --fit 3 --max-mape 10
     """
     from .analysis.calibrate import validate as _validate
-    from .analysis.validate_sweeps import held_out_errors, is_sweeps_dataset, sweeps_markdown, sweeps_text, validate_sweeps
+    from .analysis.validate_sweeps import (
+        held_out_errors,
+        is_sweeps_dataset,
+        sweeps_markdown,
+        sweeps_text,
+        validate_sweeps,
+    )
     from .output.render import table_markdown, table_text
 
     as_json = as_json or fmt == Fmt.json
@@ -449,7 +455,6 @@ def ingest(
     Example: specsim ingest examples/sglang_server.log examples/bench_speculative.jsonl
     """
     from .io.ingest import ingest_files
-    from .output.render import table_text
 
     res = ingest_files([str(f) for f in files], allow_empty=True)  # corrupt lines are never fatal
     if as_json:
@@ -771,9 +776,8 @@ def report(
     Example: specsim report --model llama-3.1-70b --gpu h100 --tp 4 --out plan.html
     """
     from .analysis.build import build_scenario
-    from .output.report import write_report
-
     from .io.files import check_output
+    from .output.report import write_report
 
     samples = _samples(whatif, "whatif")
     now = _samples(current_samples, "current-samples") if current_samples is not None else None

@@ -27,7 +27,7 @@ import importlib.util
 import json
 import subprocess
 import sys
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
 
 import pytest
@@ -45,7 +45,7 @@ def _load() -> dict:
     return json.loads(DATA.read_text())
 
 
-@lru_cache(maxsize=None)
+@cache
 def _params(batch: int, ctx: int):
     from specsim.analysis.build import build_scenario
     from specsim.physics.params import scenario_params
@@ -74,7 +74,7 @@ def modeled_ms(phase: str, batch: int, tokens: int, ctx: int | None) -> float:
     raise ValueError(phase)
 
 
-@lru_cache(maxsize=None)
+@cache
 def _decode_ms() -> dict:
     d = json.loads(FORWARDS.read_text())
     return {(p["batch"], p["ctx"]): p["ms"] for p in d["points"] if p["tokens"] == 1}

@@ -13,8 +13,8 @@ import pytest
 
 import specsim
 import specsim.output.report as report
-from specsim.output import figures as F
 from specsim.errors import SpecsimError
+from specsim.output import figures as F
 
 FIGS = ("cycle", "steps", "verify", "training", "tornado")
 PLOTLY_JS = plotly.offline.get_plotlyjs()

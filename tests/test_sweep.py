@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 
 import specsim
-from specsim.errors import SpecsimError
 from specsim.analysis.sweep import sweep
+from specsim.errors import SpecsimError
 
 
 def test_seed_sweep_peaks_at_two_steps():

@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 
 import specsim
-from specsim.errors import SpecsimError
 from specsim.analysis.symbolic import CYCLE_COMPONENTS, closed_forms, elasticities, explain, iid_optimal_steps
+from specsim.errors import SpecsimError
 
 
 @lru_cache(maxsize=4)

@@ -11,7 +11,6 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from specsim.errors import SpecsimError
 from specsim.analysis.training import (
     LIGHTSEEK_GPU_HOURS_PER_100K_SAMPLES,
     TrainingFit,
@@ -21,6 +20,7 @@ from specsim.analysis.training import (
     payback,
     whatif_training,
 )
+from specsim.errors import SpecsimError
 
 
 @lru_cache(maxsize=1)

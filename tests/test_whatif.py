@@ -4,7 +4,6 @@ import json
 
 import pytest
 
-from specsim.errors import SpecsimError
 from specsim.analysis.whatif import (
     seed_nccl_tuning,
     whatif_allreduce,
@@ -14,6 +13,7 @@ from specsim.analysis.whatif import (
     whatif_quant,
     whatif_tp,
 )
+from specsim.errors import SpecsimError
 
 
 def test_seed_nccl_tuning_reproduces_measured_cut():

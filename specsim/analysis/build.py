@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ..errors import SpecsimError
-from ..io.presets import _table, get_allreduce, get_engine, get_gpu, get_model, load_scenario, scenario_from_dict
+from ..io.presets import _table, get_engine, get_gpu, get_model, load_scenario, scenario_from_dict
 from ..physics.schema import Parallel, Scenario, Speculation, Workload, check_field
 
 

@@ -16,8 +16,8 @@ from typing import NamedTuple
 
 import numpy as np
 
-from ..physics.cycle import baseline_step_ms, cycle_ms, cycle_phases_ms, verify_breakdown
 from ..errors import SpecsimError
+from ..physics.cycle import baseline_step_ms, cycle_ms, cycle_phases_ms, verify_breakdown
 from ..physics.params import scenario_params
 from ..physics.schema import Scenario
 
@@ -466,7 +466,6 @@ def base_scenario(
 
 def load_dataset(path: str) -> dict:
     """A measured-points dataset (see calibration/README.md for the format)."""
-    import json
     from pathlib import Path
 
     from ..io.checks import check_dataset

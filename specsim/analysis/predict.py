@@ -6,14 +6,14 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..errors import SpecsimError
 from ..physics import acceptance as acc
 from ..physics.acceptance import expected_accept_length, rates_for  # noqa: F401
 from ..physics.cost import COMPONENTS
 from ..physics.cycle import PHASES, throughput, verify_breakdown
-from ..errors import SpecsimError
 from ..physics.params import scenario_params
-from .build import build_scenario, check_tp  # noqa: F401  (re-exported)
 from ..physics.schema import Scenario
+from .build import build_scenario, check_tp  # noqa: F401  (re-exported)
 
 
 @dataclass

@@ -176,12 +176,10 @@ def apply_profile(sc, path: str):
     """A copy of the scenario whose GPU (and the engine's launch costs) take a measured profile's fits.
 
     ``path``: a profile file, or the name of a shipped one (``h200`` = models/profiles/h200.json)."""
-    from ..io.presets import scenario_from_dict
-    from ..measure.profile import ProfileError, load_profile
-
     from pathlib import Path
 
-    from ..io.presets import data_root
+    from ..io.presets import data_root, scenario_from_dict
+    from ..measure.profile import ProfileError, load_profile
 
     shipped = data_root("models").joinpath("profiles", f"{path}.json")
     if not Path(path).exists() and shipped.is_file():  # a shipped profile by name: --profile h200

@@ -13,12 +13,12 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..physics import acceptance as acc
-from ..physics.cycle import throughput
 from ..errors import SpecsimError
+from ..physics import acceptance as acc
+from ..physics.acceptance import rates_for
+from ..physics.cycle import throughput
 from ..physics.params import gpu_params, scenario_params
 from ..physics.schema import draft_tokens_for
-from ..physics.acceptance import rates_for
 from .build import build_scenario, check_tp
 
 MAX_STEPS = 64  # = the schema's Speculation.steps upper bound (checked in tests)

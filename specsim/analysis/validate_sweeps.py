@@ -127,9 +127,8 @@ def _by_dataset(sw: dict) -> list[dict]:
 
 def score_sweep(sw: dict) -> SweepScore:
     """Fit tau at the smallest batch, predict the rest; a sweep the presets cannot express is skipped."""
-    from ..physics.roots import brentq
-
     from ..io.presets import get_engine, get_gpu, get_model
+    from ..physics.roots import brentq
     from .predict import predict
 
     sid = sw.get("id", "?")

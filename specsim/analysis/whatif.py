@@ -10,9 +10,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..errors import SpecsimError
-from .predict import Prediction, build_scenario, evaluate
 from ..io.presets import get_allreduce, scenario_from_dict
 from ..physics.schema import Scenario
+from .predict import Prediction, build_scenario, evaluate
 
 PHASE_FIELDS = {"decode": "graph_decode", "verify": "graph_verify", "draft": "graph_draft", "draft_extend": "graph_draft_extend"}
 QUANT_TARGETS = ("routed_experts", "shared_experts", "attention", "dense_mlp", "all")
@@ -81,9 +81,7 @@ class WhatIf:
         return "".join("\n" + x for x in lines)
 
     def __repr__(self) -> str:
-        from ..output.render import table_text
-
-        from ..output.render import fit_width
+        from ..output.render import fit_width, table_text
 
         return fit_width(table_text(["metric", "before", "after", "delta", "delta %"], self._text_rows(), self.title)
                          + self._warnings())

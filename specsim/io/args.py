@@ -188,7 +188,6 @@ def install_click_number_checks() -> None:
     _INSTALLED = True
     try:
         from typer import _coercion
-
         from typer._click.exceptions import BadParameter
 
         orig = _coercion.AdapterRuntimeParam._coerce_value

@@ -115,9 +115,9 @@ def collect_report(
     training_current_samples: float | None = None,
 ) -> ReportData:
     """Compute the prediction, sweeps, what-if and sensitivities a report shows."""
-    from .figures import steps_sweep, verify_curve
     from ..analysis.build import build_scenario
     from ..analysis.predict import evaluate
+    from .figures import steps_sweep, verify_curve
 
     sc = build_scenario(scenario)
     pred = evaluate(sc)

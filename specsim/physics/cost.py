@@ -196,81 +196,15 @@ _TOUCHES = {
     "collective": ("allreduce", "kernel_fixed", "launch"),
     "fixed": ("kernel_fixed",),
 }
-_FLOAT = (float, int)
-_SCALAR_FIELDS = {  # the Op fields each family's time model reads
-    "gemm": ("count", "bytes", "act_bytes", "m", "n_cols", "k_dim", "bw_eff", "flop_rate"),
-    "grouped_gemm": ("count", "bytes", "act_bytes", "m", "n_cols", "k_dim", "bw_eff", "flop_rate", "experts"),
-    "attention": ("count", "bytes", "flops", "bw_eff", "flop_rate", "fixed_us"),
-    "elementwise": ("count", "act_bytes"),
-    "collective": ("count", "fixed_us"),
-    "fixed": ("count", "fixed_us"),
-}
-_COST_PARAMS = ("hbm_bytes_per_s", "gemm_peak_efficiency", "gemm_stream_loss", "elementwise_mem_efficiency",
-                "kernel_floor_us", "eager_launch_us", "graph_node_us")
-
-
-def _add_scalar(acc: _Acc, op: Op) -> bool:
-    """:meth:`_Acc.add` of :func:`_op_parts` in plain float arithmetic (same operations, same order);
-    False when a number the operator's family reads is an array (the caller takes the general path)."""
-    d = op.__dict__
-    for k in _SCALAR_FIELDS[op.family]:
-        if not isinstance(d[k], _FLOAT):
-            return False
-    p, t, count, fam = acc.p, acc.t, op.count, op.family
-    if fam == "fixed":
-        t["kernel_fixed"] = t["kernel_fixed"] + count * op.fixed_us
-        return True
-    if fam == "gemm" or fam == "grouped_gemm":
-        mem = (op.bytes + op.act_bytes) * (1e6 / (p["hbm_bytes_per_s"] * op.bw_eff))
-        if fam == "gemm":
-            m_pad = math.ceil(max(float(op.m), 1.0) / GEMM_ROW_TILE) * GEMM_ROW_TILE
-            cmp_ = 2.0 * m_pad * op.n_cols * op.k_dim / (op.flop_rate * p["gemm_peak_efficiency"]) * 1e6 \
-                + p["gemm_stream_loss"] * mem
-        else:
-            experts = max(op.experts, 1e-9)
-            m_pad = math.ceil(max(float(max(op.m / experts, 1.0)), 1.0) / GEMM_ROW_TILE) * GEMM_ROW_TILE
-            cmp_ = experts * (2.0 * m_pad * op.n_cols * op.k_dim / (op.flop_rate * p["gemm_peak_efficiency"]) * 1e6)
-        excess = max(cmp_ - mem, 0.0)
-        t["weights"] = t["weights"] + count * mem
-        t["compute"] = t["compute"] + count * excess
-        busy = 0 + mem + excess
-    elif fam == "attention":
-        mem = op.bytes * (1e6 / (p["hbm_bytes_per_s"] * op.bw_eff))
-        cmp_ = op.flops * (1e6 / op.flop_rate)
-        us = max(mem, cmp_) + op.fixed_us
-        t["attention"] = t["attention"] + count * us
-        busy = 0 + us
-    elif fam == "elementwise":
-        us = op.act_bytes * (1e6 / (p["hbm_bytes_per_s"] * p["elementwise_mem_efficiency"]))
-        t["activations"] = t["activations"] + count * us
-        busy = 0 + us
-    elif fam == "collective":
-        t["allreduce"] = t["allreduce"] + count * op.fixed_us
-        t["kernel_fixed"] = t["kernel_fixed"] + count * 0.0
-        t["launch"] = t["launch"] + acc._launch(0 + op.fixed_us + 0.0, count)
-        acc.kernels = acc.kernels + count
-        return True
-    else:
-        raise ValueError(f"unknown kernel family {fam!r}")
-    floor = p["kernel_floor_us"]
-    t["kernel_fixed"] = t["kernel_fixed"] + count * floor
-    t["launch"] = t["launch"] + acc._launch(busy + floor, count)
-    acc.kernels = acc.kernels + count
-    return True
-
-
 def evaluate_ops(p: Params, ops: list[Op], graph, keep_rows: bool = False) -> dict:
     """Sum a forward's operators into components (ms); ``rows`` holds the per-operator table."""
     acc = _Acc(p, graph, keep_rows)
-    scalar = not keep_rows and isinstance(acc.graph, float) and all(isinstance(p[k], _FLOAT) for k in _COST_PARAMS)
     flat = 0 if keep_rows else FLAT["n"]
     for op in ops:
         if _is_zero(op.count):
             continue
         if flat and zero_array(op.count):  # all zero: adds exact zeros (only its (n,) shape is kept)
             acc.skip(op, flat)
-            continue
-        if scalar and _add_scalar(acc, op):
             continue
         acc.add(op, _op_parts(p, op))
     out = acc.finish()

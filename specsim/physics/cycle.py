@@ -161,15 +161,6 @@ def _flat_points(p: Params, tau) -> int:
     return n if t == () or t == (n,) else 0
 
 
-def _join(parts: list):
-    first = parts[0]
-    if isinstance(first, dict):
-        return {k: _join([x[k] for x in parts]) for k in first}
-    if np.ndim(first) == 0:  # depends on no per-point parameter: the same in every block
-        return first
-    return np.concatenate(parts)
-
-
 def throughput(p: Params, tau) -> dict:
     """The one tok/s formula: speculative and baseline tokens/s for accept length ``tau``.
 

@@ -138,7 +138,7 @@ def _attention(name, count, p: Params, b, w, ctx_eff, kv_bytes_per_token, q_rows
         eff = eff * work_items / (work_items + p["attention_half_efficiency_heads"])
         # past the split threshold each (request, KV head) streams its whole sequence on one SM
         unsplit = work_items > p["attention_unsplit_items"]
-        capped = _maximum(0.0, 0.0) + p["attention_unsplit_efficiency"]
+        capped = p["attention_unsplit_efficiency"]
         eff = _where(unsplit, min(eff, capped) if np.ndim(eff) == 0 else np.minimum(eff, capped), eff)
     return Op(name, "attention", "attention", count, bytes=b * ctx_eff * kv_bytes_per_token,
               flops=b * padded / _maximum(q_rows_per_kv, 1e-9) * ctx_eff * flops_per_row_key,
@@ -159,13 +159,25 @@ def _allreduce_params(p: Params, graph):
     return alpha, bw
 
 
+def _tp_collectives(p: Params, graph, layers, n, h, logit_rows, vocab) -> list[Op]:
+    """A forward's TP collectives: all-reduces of n x h activations (per layer, plus the embedding's)
+    and the all-gather of logit_rows x vocab fp32 logits; none at TP 1."""
+    alpha, bw = _allreduce_params(p, graph)
+    tp = p["tp"]
+    tp_on = float(np.all(np.asarray(tp) <= 1)) == 0.0
+    return [
+        Op("allreduce", "collective", "comm", (layers * p["allreduces_per_layer"] + 1) * tp_on,
+           bytes=n * h * ACT_BYTES, fixed_us=allreduce_us(n * h * ACT_BYTES, tp, alpha, bw)),
+        Op("logits_allgather", "collective", "comm", 1.0 * tp_on, bytes=logit_rows * vocab * LOGIT_BYTES,
+           fixed_us=allgather_us(logit_rows * vocab * LOGIT_BYTES, tp, alpha, bw)),
+    ]
+
+
 def _gqa_ops(p: Params, gqa, L, fused, n, h, b, w, multi, heads_r, kv_r, ctx_eff, ba, fa) -> list[Op]:
     """The GQA attention operators of :func:`target_ops`."""
     d = p["head_dim"]
     # unpacked GQA (repeat_kv, or a kernel that does not pack a KV head's queries) reads each KV head per query head
-    unpacked = p["attention_unpacked"]
-    unpack = unpacked if unpacked != 0.5 else (1.0 if (np.ndim(multi) == 0 and multi) else 0.0) if np.ndim(multi) == 0 \
-        else np.where(multi, 1.0, 0.0)
+    unpack = _where(multi, p["attention_unpacked_multi_token"], p["attention_unpacked_decode"])
     kv_read_heads = kv_r + unpack * (heads_r - kv_r)
     return [
         _gemm("qkv_proj", "attention", gqa * L * fused, p, n, h, (heads_r + 2 * kv_r) * d, ba, fa),
@@ -179,30 +191,6 @@ def _gqa_ops(p: Params, gqa, L, fused, n, h, b, w, multi, heads_r, kv_r, ctx_eff
         _elem("kv_store", "attention", gqa * L, p, 2 * n * 2 * kv_r * d * p["bytes_kv"]),
         _elem("attn_residual", "attention", gqa * L, p, 3 * n * h * ACT_BYTES),
     ]
-
-
-#: the GQA attention operators of :func:`_gqa_ops`: (name, family, the factor of their count after gqa x L)
-_GQA = (("qkv_proj", "gemm", "fused"), ("q_proj", "gemm", "unfused"), ("kv_proj", "gemm", "unfused2"),
-        ("o_proj", "gemm", None), ("attention_gqa", "attention", None), ("attn_norm", "elementwise", None),
-        ("rope", "elementwise", None), ("kv_store", "elementwise", None), ("attn_residual", "elementwise", None))
-
-
-def _no_gqa(p: Params, gqa, L, fused):
-    """In a flat block, the GQA operators as counts only when every count is zero (an MLA model): the
-    same counts :func:`_gqa_ops` gives them, which the cost model skips; else None."""
-    if not (isinstance(gqa, float) and gqa == 0.0):
-        return None
-    z = gqa * L
-    ops = []
-    for name, family, factor in _GQA:
-        count = z * fused if factor == "fused" else z * (1 - fused) if factor == "unfused" else \
-            z * (1 - fused) * 2 if factor == "unfused2" else z
-        if family == "elementwise":
-            count = count * p["small_kernel_factor"]
-        if not (_absent(count) or zero_array(count)):
-            return None
-        ops.append(Op(name, family, "attention", count))
-    return ops
 
 
 def target_ops(p: Params, tokens_per_request, batch=None, ctx=None, graph=None, multi_token=None,
@@ -228,11 +216,7 @@ def target_ops(p: Params, tokens_per_request, batch=None, ctx=None, graph=None, 
     ops: list[Op] = []
 
     # --- attention, GQA (weights sharded by heads; KV heads replicate when tp > num_kv_heads)
-    skip = _no_gqa(p, gqa, L, fused) if FLAT["n"] else None
-    if skip is not None:  # an MLA model in a flat block: the same (zero) counts, no sizes (never read)
-        ops += skip
-    else:
-        ops += _gqa_ops(p, gqa, L, fused, n, h, b, w, multi, heads_r, kv_r, ctx_eff, ba, fa)
+    ops += _gqa_ops(p, gqa, L, fused, n, h, b, w, multi, heads_r, kv_r, ctx_eff, ba, fa)
 
     # --- attention, MLA (low-rank down-projections replicated, head-wise up-projections sharded)
     ql, kvl = p["q_lora_rank"], p["kv_lora_rank"]
@@ -303,15 +287,8 @@ def target_ops(p: Params, tokens_per_request, batch=None, ctx=None, graph=None, 
     ]
 
     # --- collectives: per-layer all-reduces, embedding all-reduce, logits all-gather
-    alpha, bw = _allreduce_params(p, graph)
     rows = _where(multi, n, b)  # decode computes logits for the last token only
-    tp_on = float(np.all(np.asarray(tp) <= 1)) == 0.0
-    ops += [
-        Op("allreduce", "collective", "comm", (L * p["allreduces_per_layer"] + 1) * tp_on,
-           bytes=n * h * ACT_BYTES, fixed_us=allreduce_us(n * h * ACT_BYTES, tp, alpha, bw)),
-        Op("logits_allgather", "collective", "comm", 1.0 * tp_on, bytes=rows * p["vocab"] * LOGIT_BYTES,
-           fixed_us=allgather_us(rows * p["vocab"] * LOGIT_BYTES, tp, alpha, bw)),
-    ]
+    ops += _tp_collectives(p, graph, L, n, h, rows, p["vocab"])
 
     # --- embedding lookup, final norm, lm_head (vocab-parallel)
     vr = p["vocab"] / tp
@@ -357,16 +334,6 @@ def draft_ops(p: Params, tokens_per_request, batch=None, ctx=None, graph=None, f
     nsmall = _maximum(p["draft_kernels_per_layer"] - 6 - p["allreduces_per_layer"], 0.0)
     ops.append(_elem("norms_rope_act_store", "attention", L * nsmall, p, 4 * n * h * ACT_BYTES))
     ops.append(_elem("embedding_norm", "head", 2.0, p, 4 * n * h * ACT_BYTES))
-    alpha, bw = _allreduce_params(p, graph)
-    tp_on = float(np.all(np.asarray(tp) <= 1)) == 0.0
-    ops.append(Op("allreduce", "collective", "comm", (L * p["allreduces_per_layer"] + 1) * tp_on,
-                  bytes=n * h * ACT_BYTES, fixed_us=allreduce_us(n * h * ACT_BYTES, tp, alpha, bw)))
-    ops.append(_gemm("lm_head", "head", 1.0, p, n, h, vr, by, fl))
-    ops.append(Op("logits_allgather", "collective", "comm", 1.0 * tp_on, bytes=n * p["draft_vocab"] * LOGIT_BYTES,
-                  fixed_us=allgather_us(n * p["draft_vocab"] * LOGIT_BYTES, tp, alpha, bw)))
+    allreduce, allgather = _tp_collectives(p, graph, L, n, h, n, p["draft_vocab"])
+    ops += [allreduce, _gemm("lm_head", "head", 1.0, p, n, h, vr, by, fl), allgather]
     return ops
-
-
-def kernels_per_forward(ops: list[Op]) -> float:
-    """Kernel launches of a forward, counted from its operator list."""
-    return float(sum(np.max(np.asarray(o.count, dtype=float)) for o in ops if o.family != "fixed"))

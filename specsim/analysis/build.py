@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ..errors import SpecsimError
-from ..io.presets import _table, get_engine, get_gpu, get_model, load_scenario, scenario_from_dict
+from ..io.presets import get_engine, get_gpu, get_model, load_scenario, preset_key, scenario_from_dict
 from ..physics.schema import Parallel, Scenario, Speculation, Workload, check_field
 
 
@@ -27,17 +27,6 @@ GENERIC_EAGLE3_RATES = [0.8, 0.78, 0.77, 0.76, 0.76, 0.76, 0.76, 0.76]
 GENERIC_EAGLE3_SOURCE = ("generic EAGLE-3 profile: EAGLE-3 paper Fig. 7, per-position ~0.76-0.81 "
                          "(https://arxiv.org/abs/2503.01840)")
 DTYPES = ("bf16", "fp8", "int4")
-
-
-def preset_key(kind: str, name: str) -> str | None:
-    """The preset key (``gpus``, ``engines``, ``models``) for a key, an alias or the component's own name."""
-    key = name.strip().lower()
-    inner = {"gpus": "gpu", "engines": "engine", "models": "target"}[kind]
-    for canon, entry in _table(kind).items():
-        if key == canon or key in [a.lower() for a in entry.get("aliases", [])] or \
-                key == str(entry.get(inner, {}).get("name", "")).lower():
-            return canon
-    return None
 
 
 def gpu_preset_key(name: str) -> str | None:

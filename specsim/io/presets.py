@@ -36,13 +36,31 @@ def _table(kind: str) -> dict:
     return {k: v for k, v in _json("models", f"{kind}.json").items() if not k.startswith("_")}
 
 
-def _resolve(kind: str, name: str, field: str) -> tuple[str, dict]:
-    table = _table(kind)
+_COMPONENT = {"gpus": "gpu", "engines": "engine", "models": "target"}  # the entry's part that carries a "name"
+
+
+def _find(kind: str, name: str, by_component_name: bool = False) -> str | None:
+    """The preset key that ``name`` is (a key or an alias; optionally the component's own name), or None."""
     key = name.strip().lower()
-    for canon, entry in table.items():
+    inner = _COMPONENT.get(kind)
+    for canon, entry in _table(kind).items():
         if key == canon or key in [a.lower() for a in entry.get("aliases", [])]:
-            return canon, entry
-    raise SpecsimError(field, name, f"choose one of: {', '.join(table)}")
+            return canon
+        if by_component_name and inner and key == str(entry.get(inner, {}).get("name", "")).lower():
+            return canon
+    return None
+
+
+def preset_key(kind: str, name: str) -> str | None:
+    """The preset key (``gpus``, ``engines``, ``models``) for a key, an alias or the component's own name."""
+    return _find(kind, name, by_component_name=True)
+
+
+def _resolve(kind: str, name: str, field: str) -> tuple[str, dict]:
+    canon = _find(kind, name)
+    if canon is None:
+        raise SpecsimError(field, name, f"choose one of: {', '.join(_table(kind))}")
+    return canon, _table(kind)[canon]
 
 
 def gpu_names() -> list[str]:

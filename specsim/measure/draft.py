@@ -32,7 +32,7 @@ import time
 from . import MeasureError
 from .bench import gpu_state, import_torch, provenance
 from .common import Deadline, Progress, atomic_write_json
-from .forward import _ms_stats, _sdpa_choice, _time_eager, gpu_slug
+from .forward import _ms_stats, _sdpa_choice, _time_eager, _time_graph, gpu_slug
 
 HEADS = {
     "llama-3.1-8b": dict(
@@ -169,33 +169,6 @@ def greedy_accept(torch, st: dict, B: int, k: int):
     tokens = pred.flatten().index_select(0, flat)  # accepted tokens + the bonus token
     hid = st["hid3"].index_select(0, flat)  # their target hidden states, for draft-extend
     return tokens, acc_len, hid
-
-
-def _time_graph_flushed(torch, run, repeats: int, flush):
-    """Capture ``run`` once; time ``repeats`` replays with CUDA events, the L2 flushed before each."""
-    s = torch.cuda.Stream()
-    s.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(s):
-        for _ in range(2):
-            run()
-    torch.cuda.current_stream().wait_stream(s)
-    torch.cuda.synchronize()
-    g = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(g):
-        out = run()
-    for _ in range(2):
-        g.replay()
-    torch.cuda.synchronize()
-    evs = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(repeats)]
-    for a, b in evs:
-        flush.zero_()
-        a.record()
-        g.replay()
-        b.record()
-    torch.cuda.synchronize()
-    ms = [a.elapsed_time(b) for a, b in evs]
-    del g, out
-    return ms
 
 
 def _time_eager_flushed(torch, run, repeats: int, flush, cuda: bool):
@@ -402,7 +375,7 @@ def measure_draft(
             graph_ok = False
             if cuda:
                 try:
-                    ds["points"].append({**pt, **_ms_stats(_time_graph_flushed(torch, run, repeats, flush)), "graph": True})
+                    ds["points"].append({**pt, **_ms_stats(_time_graph(torch, run, repeats, flush)), "graph": True})
                     graph_ok = True
                 except Exception as exc:  # not capturable: time it eagerly, say so
                     ds["errors"].append(f"{tag}: graph capture failed, timed eagerly: {type(exc).__name__}: "

@@ -233,7 +233,9 @@ def _sdpa_choice(torch, device, cfg, fold: bool = True):
     raise MeasureError("no SDPA backend runs grouped-query attention here")
 
 
-def _time_graph(torch, run, repeats):
+def _time_graph(torch, run, repeats, flush=None):
+    """Capture ``run`` once; time ``repeats`` replays with CUDA events (``flush``, a large buffer,
+    is zeroed before each replay so it starts with a cold L2)."""
     s = torch.cuda.Stream()
     s.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(s):
@@ -249,6 +251,8 @@ def _time_graph(torch, run, repeats):
     torch.cuda.synchronize()
     evs = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(repeats)]
     for a, b in evs:
+        if flush is not None:
+            flush.zero_()
         a.record()
         g.replay()
         b.record()

@@ -269,17 +269,14 @@ def operator_table(tokens: int = 3, scenario: str | Scenario | None = None, **ov
 
     Launch cost and graph replay are rows of their own, so the rows add up to the verify time.
     """
-    from ..physics.cost import target_forward_ms
-    from ..physics.cycle import graph_batch, graph_width
+    from ..physics.cycle import graph_batch
 
     if int(tokens) < 1:
         raise SpecsimError("tokens", tokens, "token counts must be integers >= 1")
     sc = build_scenario(scenario, **overrides)
     p = scenario_params(sc)
-    b, g = graph_batch(p, p["batch"], p["graph_verify"])
-    w = graph_width(p, b, float(tokens), g)
-    real = float(p["batch"]) * float(tokens)
-    out = target_forward_ms(p, w, batch=b, graph=g, multi_token=tokens > 1, routed_tokens=real, keep_rows=True)
+    out = verify_breakdown(p, num_draft_tokens=float(tokens), keep_rows=True)
+    _, g = graph_batch(p, p["batch"], p["graph_verify"])  # whether the verify replays a graph at this batch
     total = float(out["total"])
     rows = []
     for r in out["rows"]:

@@ -78,13 +78,15 @@ def _eager_small_ms(p: Params, count):
     return count * np.maximum(p["eager_launch_us"], p["kernel_floor_us"]) / 1e3
 
 
-def verify_breakdown(p: Params, num_draft_tokens=None, batch=None, ctx=None) -> dict:
-    """Target verify forward (ms by component) over batch x num_draft_tokens tokens at context ``ctx``."""
+def verify_breakdown(p: Params, num_draft_tokens=None, batch=None, ctx=None, keep_rows: bool = False) -> dict:
+    """Target verify forward (ms by component) over batch x num_draft_tokens tokens at context ``ctx``
+    (``keep_rows``: with the per-operator rows of ``specsim verify --breakdown``)."""
     ndt = p["num_draft_tokens"] if num_draft_tokens is None else num_draft_tokens
     b, g = graph_batch(p, p["batch"] if batch is None else batch, p["graph_verify"])
     w = graph_width(p, b, ndt, g)
     real = np.asarray(p["batch"] if batch is None else batch, dtype=float) * np.asarray(ndt, dtype=float)
-    return target_forward_ms(p, w, batch=b, ctx=ctx, graph=g, multi_token=np.asarray(ndt) > 1, routed_tokens=real)
+    return target_forward_ms(p, w, batch=b, ctx=ctx, graph=g, multi_token=np.asarray(ndt) > 1, routed_tokens=real,
+                             keep_rows=keep_rows)
 
 
 def decode_breakdown(p: Params, batch=None) -> dict:

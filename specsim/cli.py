@@ -124,6 +124,9 @@ TopkOpt = typer.Option(None, "--topk", help="branching per draft step (1 = chain
 DraftTokensOpt = typer.Option(None, "--draft-tokens", help="tokens verified per request (topk=1 forces steps+1)")
 AcceptOpt = typer.Option(None, "--accept", help="accept length tau at these steps, bonus token included")
 AcceptRatesOpt = typer.Option(None, "--accept-rates", help="conditional acceptance per draft position, e.g. 0.8,0.6,0.4")
+StopStringsOpt = typer.Option(None, "--stop-strings/--no-stop-strings", help="requests carry stop strings (SGLang "
+                              "frontend programs add their chat template's): the engine decodes the output tail at "
+                              "every finish check (default: the scenario's workload)")
 JsonOpt = typer.Option(False, "--json", help="print one JSON object instead of text")
 
 _DEPLOYMENT = (  # (parameter, type, option): one definition, reused by every planning command
@@ -133,6 +136,7 @@ _DEPLOYMENT = (  # (parameter, type, option): one definition, reused by every pl
     ("topk", int | None, TopkOpt), ("draft_tokens", int | None, DraftTokensOpt),
     ("accept", float | None, AcceptOpt), ("accept_rates", str | None, AcceptRatesOpt),
     ("profile", str | None, ProfileOpt), ("graph_max", int | None, GraphMaxOpt),
+    ("stop_strings", bool | None, StopStringsOpt),
 )
 
 
@@ -180,6 +184,8 @@ def _split_scenario(deploy: dict) -> tuple[str | None, dict]:
 def predict(
     fmt: Fmt = typer.Option(Fmt.text, "--format", help="text, markdown (md) or json"),
     as_json: bool = JsonOpt,
+    requests: int | None = typer.Option(None, "--requests", help="a finite benchmark run of this many equal requests "
+                                        "on --batch client slots: also the whole run's tok/s (the batch drains in waves)"),
     deploy: dict | None = None,
 ) -> None:
     """Predict speculative tok/s, speedup and where the cycle time goes.
@@ -190,12 +196,19 @@ def predict(
 
     scenario, kw = _split_scenario(deploy or {})
     res = _predict(scenario, **kw)
+    run = None
+    if requests is not None:
+        from .analysis.run import predict_run
+
+        run = predict_run(requests, scenario, **kw)
     if as_json or fmt == Fmt.json:
-        _emit(res.to_dict())
-    elif fmt in (Fmt.markdown, Fmt.md):
-        typer.echo(res._repr_markdown_())
-    else:
-        typer.echo(repr(res))
+        _emit({**res.to_dict(), **({"run": run.to_dict()} if run else {})})
+        return
+    typer.echo(res._repr_markdown_() if fmt in (Fmt.markdown, Fmt.md) else repr(res))
+    if run is not None:
+        shape = " + ".join(f"{c} x {n}" for n, c in run.waves)
+        typer.echo(f"run of {run.requests} requests on {run.slots} slots (waves: {shape}), modeled: "
+                   f"{run.tok_s:,.1f} tok/s vs {run.baseline_tok_s:,.1f} baseline = {run.speedup:.3f}x")
 
 
 @app.command()

@@ -101,6 +101,7 @@ def build_scenario(
     dtype: str | None = None,
     profile: str | None = None,
     graph_max: int | None = None,
+    stop_strings: bool | None = None,
 ) -> Scenario:
     """A base scenario (name, file or object; default ``kimi-k2.5-seed``) with overrides applied.
 
@@ -109,6 +110,8 @@ def build_scenario(
     ``graph_max``: the largest CUDA-graph size the engine captures (requests, e.g. SGLang's
     ``--cuda-graph-max-bs``; tokens for token-captured engines, vLLM's max capture size): larger
     batches run that phase eagerly.
+    ``stop_strings``: whether the requests carry stop strings (the engine's finish checks then
+    decode the output tail, ``engine.stop_check_us`` each).
 
     The one override policy of every command:
 
@@ -236,6 +239,10 @@ def build_scenario(
         data["workload"]["batch"] = batch
     if ctx is not None:
         data["workload"]["ctx"] = ctx
+    if stop_strings is not None:
+        if not isinstance(stop_strings, bool):
+            raise SpecsimError("stop-strings", stop_strings, "allowed: true or false")
+        data["workload"]["stop_strings"] = stop_strings
     if graph_max is not None:
         if not 0 <= graph_max <= 1_000_000:
             raise SpecsimError("graph-max", graph_max, "must be an integer in [0, 1000000] (0: no CUDA graphs)")

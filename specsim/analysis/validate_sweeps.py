@@ -60,6 +60,7 @@ def _predict_kw(sw: dict) -> dict:
     return dict(model=sw["model"], gpu=sw.get("gpu_preset") or sw["gpu"], tp=int(sw.get("tp") or 1),
                 engine=sw.get("engine_preset") or sw["engine"],
                 steps=int(sw["steps"]), topk=int(sw.get("topk") or 1), ctx=_ctx(sw),
+                stop_strings=bool(sw.get("stop_strings", False)),
                 **({"draft_tokens": int(sw["num_draft_tokens"])} if (sw.get("topk") or 1) > 1 else {}))
 
 
@@ -94,6 +95,10 @@ def check_sweeps_dataset(d: dict) -> None:
             for k in ("ctx", "input_len", "output_len"):
                 if it.get(k) is not None:
                     check_number(it[k], f"{f}.{k}", 0, field_range(Workload, "ctx")[1])
+            if it.get("requests") is not None:
+                check_int(it["requests"], f"{f}.requests", 1, 10_000_000)
+            if it.get("stop_strings") is not None and not isinstance(it["stop_strings"], bool):
+                raise SpecsimError(f"{f}.stop_strings", it["stop_strings"], "allowed: true or false")
             if key == "baselines":
                 if it.get("batch") is not None:
                     check_int(it["batch"], f"{f}.batch", *field_range(Workload, "batch"))
@@ -130,6 +135,7 @@ def score_sweep(sw: dict) -> SweepScore:
     from ..io.presets import get_engine, get_gpu, get_model
     from ..physics.roots import brentq
     from .predict import predict
+    from .run import predict_run
 
     sid = sw.get("id", "?")
     try:
@@ -141,21 +147,30 @@ def score_sweep(sw: dict) -> SweepScore:
     if len(rows) < 2:
         return SweepScore(sid, str(sw.get("model")), None, skipped="fewer than two batch sizes")
     b0 = rows[0]
-    setup = f"{kw['model']} {kw['gpu']} TP{kw['tp']} {kw['engine']} steps={kw['steps']} topk={kw['topk']} ctx={kw['ctx']}"
+    setup = (f"{kw['model']} {kw['gpu']} TP{kw['tp']} {kw['engine']} steps={kw['steps']} topk={kw['topk']} ctx={kw['ctx']}"
+             + (" stop strings" if kw.get("stop_strings") else "")
+             + (f", a run of {sw['requests']} requests" if sw.get("requests") else ""))
     hi = kw["steps"] + 1.0  # at most steps + 1 tokens commit per cycle, chain or tree
 
+    requests = sw.get("requests")  # a finite closed-loop run (the benchmark's own), else a steady stream
+
+    def speedup(batch: int, tau: float) -> float:
+        if requests:
+            return predict_run(int(requests), batch=batch, accept=tau, **kw).speedup
+        return predict(batch=batch, accept=tau, **kw).speedup
+
     def miss(tau):
-        return predict(batch=int(b0["batch"]), accept=tau, **kw).speedup - float(b0["speedup"])
+        return speedup(int(b0["batch"]), tau) - float(b0["speedup"])
 
     lo_m, hi_m = miss(1.0), miss(hi)
     tau = 1.0 if lo_m >= 0 else hi if hi_m <= 0 else brentq(miss, 1.0, hi, xtol=1e-6)
     out = SweepScore(sid, setup, float(tau))
     first = True
     for r in rows:
-        p = predict(batch=int(r["batch"]), accept=tau, **kw)
+        x = speedup(int(r["batch"]), tau)
         fitted = first or r["batch"] == b0["batch"]
         out.rows.append({"batch": int(r["batch"]), "published_speedup": float(r["speedup"]),
-                         "predicted_speedup": p.speedup, "error_pct": 100 * (p.speedup / float(r["speedup"]) - 1),
+                         "predicted_speedup": x, "error_pct": 100 * (x / float(r["speedup"]) - 1),
                          "fitted": bool(fitted), "kind": "modeled vs published"})
         first = False
     return out

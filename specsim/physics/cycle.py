@@ -129,8 +129,10 @@ def cycle_phases_ms(p: Params, tau, verify_parts: dict | None = None) -> dict:
     extend_gpu = draft_forward_ms(p, steps + 1, batch=be, graph=ge, fuse=True)["total"]
 
     # host: scheduler/bookkeeping, GPU->CPU syncs (draft preprocess, accept, extend) and the
-    # Python loop over committed tokens; v2 (overlap) drops the syncs and hides the rest
-    host_ms = p["host_per_cycle_ms"] + batch * (p["host_per_request_us"] + tau * p["host_per_token_us"]) / 1e3
+    # Python loop over committed tokens; v2 (overlap) drops the syncs and hides the rest. With stop
+    # strings every finish check (one per committed token, one per request) decodes the output tail.
+    host_ms = p["host_per_cycle_ms"] + batch * (p["host_per_request_us"] + tau * p["host_per_token_us"]
+                                                + (tau + 1) * p["stop_check_us"]) / 1e3
     syncs_ms = p["host_syncs_per_cycle"] * sync_ms * (1 - overlap)
     gpu_ms = draft_gpu + draft_pre_gpu + verify + accept_gpu + extend_gpu
     exposed_host = (1 - overlap) * host_ms + overlap * np.maximum(host_ms - gpu_ms, 0.0) + syncs_ms
@@ -284,7 +286,7 @@ def baseline_step_ms(p: Params) -> dict:
     logits_ms = argmax_pass_us(p, batch, p["vocab"]) / 1e3
     sample = _eager_small_ms(p, p["decode_sample_kernels"]) + logits_ms
     host = (p["host_per_decode_step_ms"] / p["continuous_decode_steps"]
-            + batch * (p["host_per_token_us"] + p["host_per_request_decode_us"]) / 1e3)
+            + batch * (p["host_per_token_us"] + p["host_per_request_decode_us"] + p["stop_check_us"]) / 1e3)
     ov = np.asarray(p["overlap_scheduler_baseline"], dtype=float)
     gpu = fwd + sample
     exposed = (1 - ov) * host + ov * np.maximum(host - gpu, 0.0)

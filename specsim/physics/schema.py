@@ -285,6 +285,10 @@ class Engine(_Model):
     host_per_request_decode_us: float = Field(
         0.0, ge=0, description="host work per request per plain decode iteration")
     host_per_decode_step_ms: float = Field(0.6, ge=0, le=1e4, description="scheduler + bookkeeping per decode iteration")
+    stop_check_us: float = Field(
+        0.0, ge=0, le=1e6, description="extra host us per finish check when a request carries stop strings "
+        "(the engine decodes the output tail to look for them); spec: one check per committed token plus one "
+        "per request per cycle, plain decode: one per request per step")
     overlap_scheduler: bool = Field(False, description="spec cycles: host work overlaps the GPU (SGLang spec v2)")
     overlap_scheduler_baseline: bool = Field(True, description="plain decode: host work overlaps the GPU")
     continuous_decode_steps: int = Field(1, ge=1, le=4096, description="decode steps run per scheduler iteration")
@@ -398,6 +402,9 @@ class Acceptance(_Model):
 class Workload(_Model):
     batch: int = Field(1, ge=1, le=1_000_000, description="concurrent requests")
     ctx: int = Field(2048, ge=0, le=100_000_000, description="context length (KV tokens) per request")
+    stop_strings: bool = Field(
+        False, description="requests carry stop strings (SGLang frontend programs add their chat template's, "
+        "e.g. <|eot_id|>); the engine then pays stop_check_us per finish check")
 
 
 class Scenario(_Model):

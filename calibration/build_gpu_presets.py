@@ -5,7 +5,8 @@
 The ``h200`` preset takes every fitted value from ``models/profiles/h200.json`` (measured with
 ``specsim measure gpu`` on one H200; see models/profiles/README.md). The other GPUs have no
 profile yet: Hopper parts (H100, H20) carry the H200's per-kernel efficiencies over (same SM and
-memory system generation), the rest carry them as an assumption; rates that scale with memory
+memory system generation), the rest carry them as an assumption, except values measured in public
+(``PUBLISHED``: the RTX 3090's GEMM efficiency and bandwidth); rates that scale with memory
 bandwidth (the vocabulary pass) scale by the datasheet bandwidth ratio. Every value says which.
 The engine presets take the measured graph-replay, eager-launch and attention-bandwidth values.
 """
@@ -28,6 +29,22 @@ CARRIED = ("b200", "a100", "rtx3090")
 SCALES_WITH_BANDWIDTH = ("vocab_pass_bytes_per_s",)
 ENGINES_TAKING_LAUNCH = ("sglang", "sglang-v2", "vllm", "torch-graph")
 TORCH_KERNEL_ENGINES = ("torch-graph", "hf-transformers")  # attention through torch SDPA (FlashAttention-2)
+
+_VKPEAK_3090_BF16 = (82.1e12 + 80.2e12) / 2  # FLOP/s, instruction peak measured on two RTX 3090s
+#: values measured in public for a GPU without a profile of ours: they replace the carried H200 values
+PUBLISHED = {
+    "rtx3090": {
+        "gemm_peak_efficiency": (
+            76.3e12 / _VKPEAK_3090_BF16,
+            "measured: torch.mm bf16 76.34 / 76.68 / 76.58 TFLOPS on three RTX 3090 submissions (square 1024-10240, "
+            "best size; https://github.com/zzc0721/torch-performance-test-data/blob/main/database.md, issue #42) over the "
+            "81.2 TFLOPS instruction peak (peak_flops)"),
+        "mem_efficiency": (
+            856.31 / 936.0,
+            "measured: clpeak global-memory bandwidth float4 856.31 GB/s on an RTX 3090 "
+            "(https://github.com/krrishnarraj/clpeak/issues/104) over the 936 GB/s datasheet"),
+    },
+}
 
 
 def main() -> None:
@@ -52,6 +69,8 @@ def main() -> None:
             kind = "same Hopper SM and memory generation" if key in HOPPER else "assumed: not measured on this GPU"
             g[name] = val
             g["sources"][name] = f"H200 value {how} ({kind}) until this GPU is profiled; {src_meas}"
+            if name in PUBLISHED.get(key, {}):
+                g[name], g["sources"][name] = PUBLISHED[key][name]
     (ROOT / "models" / "gpus.json").write_text(json.dumps(gpus, indent=2) + "\n")
 
     engines = json.loads((ROOT / "models" / "engines.json").read_text())

@@ -87,7 +87,8 @@ def test_dense_verify_flat_moe_verify_grows():
 def test_compute_takes_over_at_large_width():
     v = specsim.verify_ms([1, 4096], model="llama-3.1-8b", gpu="h100", tp=1)
     assert v.breakdown_ms["compute"][1] > v.breakdown_ms["weights"][1]
-    assert v.breakdown_ms["compute"][0] == 0.0
+    # one token is memory-bound: compute shows only as its small unhidden share
+    assert 0.0 < v.breakdown_ms["compute"][0] < 0.01 * v.breakdown_ms["weights"][0]
 
 
 def test_monotone_in_acceptance():

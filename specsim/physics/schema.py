@@ -102,7 +102,8 @@ class GPU(_Model):
     kernel_floor_us: float = Field(3.0, ge=0, le=1e4, description="minimum GPU time of one kernel (ramp-up, tail, sync)")
     gemm_peak_efficiency: float = Field(0.73, gt=0, le=1, description="achieved/peak FLOP/s of large compute-bound GEMMs")
     gemm_stream_loss: float = Field(
-        0.15, ge=0, le=1, description="share of a GEMM's weight streaming not hidden behind its compute once compute-bound")
+        0.15, ge=0, le=1, description="share of the shorter of a GEMM's weight streaming and its compute that the "
+        "pipeline does not hide behind the longer")
     attention_half_efficiency_heads: float = Field(
         4.0, ge=0, le=1e5, description="(request x KV head) work items at which attention bandwidth is half its peak")
     attention_fixed_us: float = Field(

@@ -47,6 +47,17 @@ def apply_dtype(target: dict, dtype: str) -> None:
             dt[k] = dtype
 
 
+def set_moe_prior(engine: dict, preset, target: dict) -> None:
+    """The engine preset's routed-expert bandwidth prior for the target's expert dtype: W4A16 kernels
+    (``moe_mem_efficiency_int4``) when the routed experts are int4, else ``moe_mem_efficiency``."""
+    int4 = target.get("moe") is not None and target["dtypes"]["routed_experts"] == "int4"
+    use_int4 = int4 and preset.moe_mem_efficiency_int4 is not None
+    engine["moe_mem_efficiency"] = preset.moe_mem_efficiency_int4 if use_int4 else preset.moe_mem_efficiency
+    src = preset.sources.get("moe_mem_efficiency_int4" if use_int4 else "moe_mem_efficiency")
+    if src:
+        engine.setdefault("sources", {})["moe_mem_efficiency"] = src + (" (routed experts are INT4)" if use_int4 else "")
+
+
 def _slug(text: str) -> str:
     import re
 
@@ -81,6 +92,7 @@ def fresh_scenario(model: str, gpu: str, tp: int, engine: str | None = None, *, 
         "provenance": {"built_from": "presets", "model": model, "gpu": gpu, "tp": tp, "engine": eng.name,
                        **({"dtype": dtype} if dtype else {})},
     }
+    set_moe_prior(data["engine"], eng, t)
     return scenario_from_dict(data, "scenario")
 
 
@@ -170,6 +182,7 @@ def build_scenario(
             d["target"]["dtypes"] = sc.target.dtypes.model_dump()
             if dtype is not None:
                 apply_dtype(d["target"], dtype)
+            set_moe_prior(d["engine"], get_engine(engine or "sglang"), d["target"])
             d["draft"] = sc.draft.model_dump()
             d["acceptance"] = sc.acceptance.model_dump()
             d["speculation"] = {"steps": sc.speculation.steps, "topk": sc.speculation.topk,

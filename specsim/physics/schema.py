@@ -301,6 +301,9 @@ class Engine(_Model):
     fused_projections: bool = Field(True, description="qkv and gate_up run as one GEMM each")
     mla_absorbed: bool = Field(True, description="MLA attention over the latent cache (SGLang); False: per-head K/V")
     moe_mem_efficiency: float = Field(0.6, gt=0, le=1, description="achieved/datasheet HBM BW of routed-expert GEMMs at small widths")
+    moe_mem_efficiency_int4: float | None = Field(
+        None, gt=0, le=1, description="the same for routed experts stored as INT4 (W4A16 kernels): a preset prior the "
+        "scenario builder puts in moe_mem_efficiency when the model's routed experts are int4")
     attention_kv_reads: Literal["per_kv_head", "per_q_head", "per_q_head_multi_token"] = Field(
         "per_kv_head", description="how often attention reads each KV head: once (GQA packed), once per query head "
                                    "(repeat_kv / unpacked), or per query head only for multi-token forwards")

@@ -124,13 +124,6 @@ def scale_profile_to_tau(base_rates, tau, steps, iters: int = 80) -> np.ndarray:
     return np.exp(logb * np.exp(0.5 * (lo_a + hi_a))[..., None])
 
 
-def leviathan_tokens_per_cycle(alpha, gamma) -> np.ndarray:
-    """Leviathan et al. (2023): E[tokens] = (1 - alpha^(gamma+1)) / (1 - alpha)."""
-    a = np.asarray(alpha, dtype=float)
-    g = np.asarray(gamma, dtype=float)
-    return np.where(np.isclose(a, 1.0), g + 1, (1 - a ** (g + 1)) / np.where(np.isclose(a, 1.0), 1, 1 - a))
-
-
 def accept_length_std(rates, steps: int) -> np.ndarray:
     """Standard deviation of tokens committed per request per cycle."""
     pmf = pmf_from_rates(rates, steps)

@@ -283,6 +283,25 @@ def test_decode_step_reused_across_steps_is_the_fresh_one():
     assert float(cy.throughput(q, 1.5)["baseline"]["total"]) == float(baseline_step_ms(q)["total"])
 
 
+def test_cycle_gpu_phases_are_reused_across_accept_lengths():
+    """The cycle's GPU phases do not depend on tau: one scenario at several accept lengths computes them
+    once, and every result equals a fresh cycle_phases_ms to the bit (host time still follows tau)."""
+    import specsim.physics.cycle as cy
+
+    p = scenario_params(specsim.build_scenario())
+    cy._GPU_CACHE.clear()
+    hosts = []
+    for tau in (1.2, 1.9, 2.6):
+        th = cy.throughput(p, tau)
+        fresh = cy.cycle_phases_ms(p, tau)
+        assert {k: float(v) for k, v in th["phases"].items()} == {k: float(v) for k, v in fresh.items()}
+        hosts.append(float(th["phases"]["host"]))
+    assert len(cy._GPU_CACHE) == 1 and hosts == sorted(hosts) and hosts[0] < hosts[-1]
+    q = {**p, "steps": p["steps"] + 1.0, "num_draft_tokens": p["num_draft_tokens"] + 1.0}  # a new cycle
+    assert float(cy.throughput(q, 1.5)["phases"]["verify"]) == float(cy.verify_breakdown(q)["total"])
+    assert len(cy._GPU_CACHE) == 2
+
+
 def test_scale_profile_to_tau_scalar_matches_lockstep():
     """The one-scenario Brent path and the array bisection find the same profile scale."""
     base = np.array([0.8, 0.7, 0.6])

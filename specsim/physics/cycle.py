@@ -100,10 +100,13 @@ def cycle_phases_ms(p: Params, tau, verify_parts: dict | None = None) -> dict:
 
     ``verify_parts``: the verify forward's breakdown when the caller has it already.
     """
+    return _with_host(p, tau, cycle_gpu_ms(p, verify_parts))
+
+
+def cycle_gpu_ms(p: Params, verify_parts: dict | None = None) -> dict:
+    """The GPU phases of one cycle (ms) and their sum ``gpu``: none depends on the accept length."""
     steps, topk = p["steps"], p["topk"]
     batch = np.asarray(p["batch"], dtype=float)
-    sync_ms = p["host_sync_us"] / 1e3
-    overlap = np.asarray(p["overlap_scheduler"], dtype=float)
 
     # draft: steps-1 head forwards of width topk, captured together in one graph
     bd, gd = graph_batch(p, batch, p["graph_draft"])
@@ -127,22 +130,23 @@ def cycle_phases_ms(p: Params, tau, verify_parts: dict | None = None) -> dict:
     # draft-extend over accepted + bonus tokens, padded to steps+1 per request (v1 graph width)
     be, ge = graph_batch(p, batch, p["graph_draft_extend"])
     extend_gpu = draft_forward_ms(p, steps + 1, batch=be, graph=ge, fuse=True)["total"]
+    return {"draft": draft_gpu + draft_pre_gpu, "verify": verify, "accept": accept_gpu, "draft_extend": extend_gpu,
+            "gpu": draft_gpu + draft_pre_gpu + verify + accept_gpu + extend_gpu}
 
+
+def _with_host(p: Params, tau, gpu: dict) -> dict:
+    """The phases with the cycle's exposed host time for accept length ``tau``."""
+    batch = np.asarray(p["batch"], dtype=float)
+    overlap = np.asarray(p["overlap_scheduler"], dtype=float)
     # host: scheduler/bookkeeping, GPU->CPU syncs (draft preprocess, accept, extend) and the
     # Python loop over committed tokens; v2 (overlap) drops the syncs and hides the rest. With stop
     # strings every finish check (one per committed token, one per request) decodes the output tail.
     host_ms = p["host_per_cycle_ms"] + batch * (p["host_per_request_us"] + tau * p["host_per_token_us"]
                                                 + (tau + 1) * p["stop_check_us"]) / 1e3
-    syncs_ms = p["host_syncs_per_cycle"] * sync_ms * (1 - overlap)
-    gpu_ms = draft_gpu + draft_pre_gpu + verify + accept_gpu + extend_gpu
-    exposed_host = (1 - overlap) * host_ms + overlap * np.maximum(host_ms - gpu_ms, 0.0) + syncs_ms
-    return {
-        "draft": draft_gpu + draft_pre_gpu,
-        "verify": verify,
-        "accept": accept_gpu,
-        "draft_extend": extend_gpu,
-        "host": exposed_host,
-    }
+    syncs_ms = p["host_syncs_per_cycle"] * (p["host_sync_us"] / 1e3) * (1 - overlap)
+    exposed_host = (1 - overlap) * host_ms + overlap * np.maximum(host_ms - gpu["gpu"], 0.0) + syncs_ms
+    return {"draft": gpu["draft"], "verify": gpu["verify"], "accept": gpu["accept"], "draft_extend": gpu["draft_extend"],
+            "host": exposed_host}
 
 
 def cycle_ms(phases: dict) -> np.ndarray:
@@ -234,8 +238,9 @@ def _leaf(x, path):
 
 #: parameters only the speculative cycle reads: the plain decode step is the same for any value of them
 _SPEC_ONLY = frozenset(("steps", "topk", "num_draft_tokens"))
+_CACHE_SIZE = 256
 _BASELINE_CACHE: dict = {}
-_BASELINE_CACHE_SIZE = 256
+_GPU_CACHE: dict = {}
 
 
 def _baseline_key(p: Params):
@@ -254,24 +259,40 @@ def _baseline_key(p: Params):
     return tuple(names), tuple(vals)
 
 
-def _baseline(p: Params) -> dict:
-    """:func:`baseline_step_ms`, computed once per scenario when only steps/topk/draft tokens change."""
-    key = _baseline_key(p)
+def _cached(cache: dict, key, fn):
+    """``fn()`` once per key (pure functions of one scenario's plain-float parameters); copies out."""
     if key is None:
-        return baseline_step_ms(p)
-    hit = _BASELINE_CACHE.get(key)
+        return fn()
+    hit = cache.get(key)
     if hit is None:
-        if len(_BASELINE_CACHE) >= _BASELINE_CACHE_SIZE:
-            _BASELINE_CACHE.clear()
-        hit = _BASELINE_CACHE[key] = baseline_step_ms(p)
-    return {k: (v.copy() if isinstance(v, np.ndarray) else v) for k, v in hit.items()}  # callers own their arrays
+        if len(cache) >= _CACHE_SIZE:
+            cache.clear()
+        hit = cache[key] = fn()
+    return _copy(hit)  # callers own their arrays
+
+
+def _copy(x):
+    if isinstance(x, dict):
+        return {k: _copy(v) for k, v in x.items()}
+    return x.copy() if isinstance(x, np.ndarray) else x
 
 
 def _throughput(p: Params, tau) -> dict:
-    verify = verify_breakdown(p)
-    phases = cycle_phases_ms(p, tau, verify)
+    # the decode step is the same for any steps/topk/draft tokens, the cycle's GPU phases for any
+    # accept length: one scenario evaluated again (a what-if or sweep over tau) reuses them
+    key = _baseline_key(p)
+    spec = tuple(p[k] for k in sorted(_SPEC_ONLY))
+    spec_key = None if key is None or any(type(v) is not float for v in spec) else (key, spec)
+
+    def gpu_parts():
+        verify = verify_breakdown(p)
+        return {"verify_breakdown": verify, "gpu": cycle_gpu_ms(p, verify)}
+
+    parts = _cached(_GPU_CACHE, spec_key, gpu_parts)
+    verify = parts["verify_breakdown"]
+    phases = _with_host(p, tau, parts["gpu"])
     cyc = cycle_ms(phases)
-    base = _baseline(p)
+    base = _cached(_BASELINE_CACHE, key, lambda: baseline_step_ms(p))
     batch = np.asarray(p["batch"], dtype=float)
     tok_s = batch * np.asarray(tau, dtype=float) / cyc * 1e3
     base_tok_s = batch / base["total"] * 1e3

@@ -106,3 +106,69 @@ def test_cli_stop_strings_flag_round_trip(run_cli):
         assert code == 0, err
         outs[tuple(flag)] = json.loads(out)["speedup"]
     assert outs[("--stop-strings",)] < outs[()] == outs[("--no-stop-strings",)]
+
+
+def _host_profile(tmp_path, decode_us):
+    from specsim.measure.profile import PROFILE_SCHEMA, PROFILE_VERSION
+
+    prof = {"schema": PROFILE_SCHEMA, "version": PROFILE_VERSION,
+            "provenance": {"gpu_name": "NVIDIA H100 80GB HBM3", "date_utc": "2026-12-01T00:00:00Z",
+                           "command": "specsim measure gpu --sections host", "torch": "2.13.0"},
+            "host": {"stop_check": {"check_finished_with_stop_string_us": decode_us + 5.0,
+                                    "check_finished_no_stop_string_us": 5.0, "stop_string_decode_us": decode_us}}}
+    f = tmp_path / "host.json"
+    f.write_text(json.dumps(prof))
+    return f
+
+
+def test_a_measured_host_section_sets_the_finish_check_cost(run_cli, tmp_path):
+    """`specsim measure gpu --sections host` times this CPU's finish check; --profile carries it into the engine."""
+    from specsim.analysis.build import build_scenario
+
+    f = _host_profile(tmp_path, 4.5)
+    sc = build_scenario(profile=str(f), stop_strings=True, **LLAMA_H100)
+    assert sc.engine.stop_check_us == 4.5 and "measured profile" in sc.engine.sources["stop_check_us"]
+    args = ["predict", "--model", "llama-3.1-8b", "--gpu", "h100", "--tp", "1", "--batch", "32", "--accept", "2.4",
+            "--stop-strings", "--json"]
+    _, preset_out, _ = run_cli(*args)
+    code, out, err = run_cli(*args, "--profile", str(f))
+    assert code == 0, err
+    assert json.loads(out)["speedup"] > json.loads(preset_out)["speedup"]  # 4.5 us < the preset's v0.4.4 figure
+
+
+@pytest.mark.parametrize("bad", [-1.0, "fast", None])
+def test_a_bad_host_section_is_one_line(run_cli, tmp_path, bad):
+    f = _host_profile(tmp_path, 1.0)
+    prof = json.loads(f.read_text())
+    prof["host"]["stop_check"]["stop_string_decode_us"] = bad
+    f.write_text(json.dumps(prof))
+    code, _, err = run_cli("predict", "--profile", str(f))
+    lines = [x for x in err.splitlines() if x.strip()]
+    assert code == 2 and len(lines) == 1 and "host.stop_check.stop_string_decode_us" in lines[0], err
+
+
+def test_host_measurement_without_transformers_is_one_line(monkeypatch):
+    import builtins
+
+    from specsim.measure import MeasureError
+    from specsim.measure.host import measure_stop_check
+
+    real = builtins.__import__
+
+    def no_transformers(name, *a, **k):
+        if name.split(".")[0] in ("transformers", "tokenizers"):
+            raise ImportError(name)
+        return real(name, *a, **k)
+
+    monkeypatch.setattr(builtins, "__import__", no_transformers)
+    with pytest.raises(MeasureError, match="transformers"):
+        measure_stop_check(calls=10, repeats=1)
+
+
+def test_host_measurement_times_the_decode():
+    pytest.importorskip("transformers")
+    from specsim.measure.host import measure_stop_check
+
+    r = measure_stop_check(calls=300, repeats=2)
+    assert r["check_finished_with_stop_string_us"] > r["check_finished_no_stop_string_us"] > 0
+    assert r["stop_string_decode_us"] > 0 and r["transformers"]

@@ -156,6 +156,9 @@ def fit_profile(profile: dict, gpu) -> ProfileFit:
         out.engine["graph_node_us"] = node
     if "eager_launch_us" in g:
         out.engine["eager_launch_us"] = float(g["eager_launch_us"])
+    stop = profile.get("host", {}).get("stop_check", {})
+    if "stop_string_decode_us" in stop:  # this host's finish check with a stop string (tokenizer decode)
+        out.engine["stop_check_us"] = float(stop["stop_string_decode_us"])
     return out
 
 
@@ -193,7 +196,7 @@ def apply_profile(sc, path: str):
     fit = fit_profile(prof, sc.gpu)
     coll = collective_fits(prof, sc.parallel.tp) if sc.parallel.tp > 1 and "collectives" in prof else {}
     if not fit.gpu and not fit.engine and not coll:
-        raise SpecsimError("profile", path, f"holds nothing this deployment can use (no GEMM, attention, top-k, graph, "
+        raise SpecsimError("profile", path, f"holds nothing this deployment can use (no GEMM, attention, top-k, graph, host, "
                                             f"copy or TP{sc.parallel.tp} all-reduce data)")
     data = sc.model_dump()
     src = f"fitted to the measured profile {path} ({fit.source})"

@@ -1,4 +1,5 @@
-"""``specsim measure gpu``: primitives (GEMM, attention, top-k, graph replay and launch, copy)."""
+"""``specsim measure gpu``: primitives (GEMM, attention, top-k, graph replay and launch, copy) and,
+with ``--sections ...,host``, the engine's per-request host work (:mod:`.host`)."""
 
 from __future__ import annotations
 
@@ -12,8 +13,8 @@ from .common import Deadline, Progress, atomic_write_json, stats
 from .fit import fit_linear
 from .profile import PROFILE_SCHEMA, PROFILE_VERSION, validate_profile
 
-SECTIONS = ("gemm", "attention", "topk", "graph", "copy")
-SECTION_WEIGHT = {"gemm": 0.55, "attention": 0.2, "topk": 0.1, "graph": 0.08, "copy": 0.07}
+SECTIONS = ("gemm", "attention", "topk", "graph", "copy", "host")
+SECTION_WEIGHT = {"gemm": 0.55, "attention": 0.2, "topk": 0.1, "graph": 0.08, "copy": 0.07, "host": 0.02}
 
 
 class Ctx:
@@ -691,7 +692,14 @@ def run_copy(c: Ctx) -> dict:
     }
 
 
-RUNNERS = {"gemm": run_gemm, "attention": run_attention, "topk": run_topk, "graph": run_graph, "copy": run_copy}
+def run_host(c) -> dict:
+    from .host import run_host as _run
+
+    return _run(c)
+
+
+RUNNERS = {"gemm": run_gemm, "attention": run_attention, "topk": run_topk, "graph": run_graph, "copy": run_copy,
+           "host": run_host}
 
 
 def measure_gpu(
@@ -778,6 +786,11 @@ def summary_lines(prof: dict) -> list[str]:
             f"graph: fixed {gr.get('fixed_us', float('nan')):.2f} us, per node {gr.get('per_node_us', float('nan')):.3f} us; "
             f"eager launch {gr.get('eager_launch_us', float('nan')):.2f} us"
         )
+    sc = prof.get("host", {}).get("stop_check")
+    if sc:
+        lines.append(f"host: finish check {sc['check_finished_with_stop_string_us']:.1f} us with a stop string, "
+                     f"{sc['check_finished_no_stop_string_us']:.1f} without (transformers {sc.get('transformers')}, "
+                     f"{sc.get('cpu')})")
     cp = prof.get("copy")
     if cp and cp.get("bytes_per_s"):
         lines.append(f"copy: {cp['bytes_per_s'] / 1e12:.2f} TB/s (read + write)")

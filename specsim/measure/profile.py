@@ -49,7 +49,7 @@ PROFILE_VERSION = 1
 MAX_BYTES = 64 * 2**20
 MAX_DEPTH = 32
 MAX_ITEMS = 200_000
-SECTION_NAMES = ("gemm", "attention", "topk", "graph", "copy", "collectives")
+SECTION_NAMES = ("gemm", "attention", "topk", "graph", "copy", "collectives", "host")
 
 
 class ProfileError(ValueError):
@@ -185,6 +185,13 @@ def validate_profile(obj, strict: bool = True) -> list[str]:
     present = [s for s in SECTION_NAMES if s in obj]
     if not present:
         problems.append(f"sections: none of {', '.join(SECTION_NAMES)} present")
+    if "host" in obj:
+        h = obj["host"]
+        sc = h.get("stop_check") if isinstance(h, dict) else None
+        if not isinstance(sc, dict):
+            problems.append("host.stop_check: must be an object")
+        else:
+            _num(sc.get("stop_string_decode_us"), "host.stop_check.stop_string_decode_us", problems, positive=False)
     if "gemm" in obj:
         g = obj["gemm"]
         curves = g.get("curves") if isinstance(g, dict) else None

@@ -90,6 +90,7 @@ class _Acc:
         self.graph = float(graph) if np.ndim(graph) == 0 else np.asarray(graph, dtype=float)
         self.all_graph = np.ndim(self.graph) == 0 and self.graph == 1.0
         self.t = {c: 0.0 for c in COMPONENTS}
+        self._owned: set[str] = set()  # components whose array this accumulator made (safe to add into)
         self.kernels = 0.0
         self.rows: list[dict] | None = [] if keep_rows else None
         if not self.all_graph:  # the same two products for every operator, computed once
@@ -112,6 +113,23 @@ class _Acc:
         eager_excess = max(gap, 0.0) if _scalar(gap) else np.maximum(gap, 0.0)
         return count * (self._graph_node + self._eager_share * eager_excess)
 
+    def _to(self, comp: str, x) -> None:
+        """``t[comp] += x``: in place once ``t[comp]`` is an array of this accumulator's own and
+        ``x`` fits its shape (the same sum, without a new array per operator), else a new array."""
+        cur = self.t[comp]
+        if comp in self._owned:
+            try:
+                np.add(cur, x, out=cur)
+                return
+            except ValueError:  # x broadcasts beyond cur's shape (grid axes): a bigger array
+                pass
+        new = cur + x
+        if isinstance(new, np.ndarray) and new.ndim and new is not x:
+            self._owned.add(comp)
+        else:
+            self._owned.discard(comp)
+        self.t[comp] = new
+
     def add(self, op: Op, parts: dict):
         """One operator: ``parts`` maps components to per-kernel us (launch and floor added here)."""
         count = op.count
@@ -124,8 +142,8 @@ class _Acc:
             return
         floor = self.p["kernel_floor_us"] if op.family != "collective" else 0.0
         for comp, us in parts.items():
-            self.t[comp] = self.t[comp] + count * us
-        self.t["kernel_fixed"] = self.t["kernel_fixed"] + count * floor
+            self._to(comp, count * us)
+        self._to("kernel_fixed", count * floor)
         if self.ones:
             launch = count * self.p["graph_node_us"]
         elif self.zeros:
@@ -134,7 +152,7 @@ class _Acc:
         else:
             busy = _sum(parts) + floor
             launch = self._launch(busy, count)
-        self.t["launch"] = self.t["launch"] + launch
+        self._to("launch", launch)
         self.kernels = self.kernels + count
         if self.rows is not None:
             self.rows.append({"name": op.name, "family": op.family, "phase": op.phase, "count": count,

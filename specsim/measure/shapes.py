@@ -52,6 +52,15 @@ MODELS = {
 }
 
 
+def _experts(name: str, c: dict, inter: int) -> list[dict]:
+    """The routed experts' two grouped GEMMs, each expert's intermediate ``inter`` per rank."""
+    tp, e, k = c["tp"], c["experts"], c["topk"]
+    return [
+        dict(model=name, tp=tp, op="experts_gate_up", kind="grouped", k=c["hidden"], n=2 * inter, experts=e, topk=k),
+        dict(model=name, tp=tp, op="experts_down", kind="grouped", k=inter, n=c["hidden"], experts=e, topk=k),
+    ]
+
+
 def _dense_llama(name: str, c: dict) -> list[dict]:
     tp = c["tp"]
     qkv = (c["heads"] + 2 * c["kv_heads"]) * c["head_dim"] // tp
@@ -79,27 +88,7 @@ def _qwen3_moe(name: str, c: dict) -> list[dict]:
         dict(model=name, tp=tp, op="o", kind="dense", k=c["heads"] * c["head_dim"] // tp, n=c["hidden"]),
         dict(model=name, tp=tp, op="router", kind="dense", k=c["hidden"], n=c["experts"]),
         dict(model=name, tp=tp, op="lm_head", kind="dense", k=c["hidden"], n=c["vocab"] // tp),
-        dict(
-            model=name,
-            tp=tp,
-            op="experts_gate_up",
-            kind="grouped",
-            k=c["hidden"],
-            n=2 * inter,
-            experts=c["experts"],
-            topk=c["topk"],
-        ),
-        dict(
-            model=name,
-            tp=tp,
-            op="experts_down",
-            kind="grouped",
-            k=inter,
-            n=c["hidden"],
-            experts=c["experts"],
-            topk=c["topk"],
-        ),
-    ]
+    ] + _experts(name, c, inter)
 
 
 def _mla_moe(name: str, c: dict, with_dense: bool) -> list[dict]:
@@ -111,27 +100,7 @@ def _mla_moe(name: str, c: dict, with_dense: bool) -> list[dict]:
         dict(model=name, tp=tp, op="kv_b", kind="dense", k=c["kv_lora"], n=h * (c["qk_nope"] + c["v_head"])),
         dict(model=name, tp=tp, op="o", kind="dense", k=h * c["v_head"], n=c["hidden"]),
         dict(model=name, tp=tp, op="lm_head", kind="dense", k=c["hidden"], n=c["vocab"] // tp),
-        dict(
-            model=name,
-            tp=tp,
-            op="experts_gate_up",
-            kind="grouped",
-            k=c["hidden"],
-            n=2 * inter,
-            experts=c["experts"],
-            topk=c["topk"],
-        ),
-        dict(
-            model=name,
-            tp=tp,
-            op="experts_down",
-            kind="grouped",
-            k=inter,
-            n=c["hidden"],
-            experts=c["experts"],
-            topk=c["topk"],
-        ),
-    ]
+    ] + _experts(name, c, inter)
     if with_dense:
         rows = [
             dict(

@@ -42,6 +42,13 @@ def _guard(fn):
         _fail(f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}", 1)
 
 
+def _report(lines, out: str) -> None:
+    """A measurement's summary lines on stdout, then where its JSON went."""
+    for line in lines:
+        typer.echo(line)
+    typer.echo(f"wrote {out}")
+
+
 def _ints(text: str, field: str) -> list[int]:
     from .common import parse_int_list
 
@@ -72,9 +79,7 @@ def gpu_cmd(
 
         secs = [s for s in sections.replace(" ", "").split(",") if s]
         prof = measure_gpu(out, secs, device=device, quick=quick, budget_s=budget_s, repeats=repeats, argv=sys.argv)
-        for line in summary_lines(prof):
-            typer.echo(line)
-        typer.echo(f"wrote {out}")
+        _report(summary_lines(prof), out)
 
     _guard(go)
 
@@ -129,9 +134,7 @@ def forward_cmd(
             attention=attention,
             argv=sys.argv,
         )
-        for line in summary_lines(ds):
-            typer.echo(line)
-        typer.echo(f"wrote {out}")
+        _report(summary_lines(ds), out)
 
     _guard(go)
 
@@ -160,9 +163,7 @@ def draft_cmd(
 
         ds = measure_draft(out, model, *lists, device=device, repeats=repeats, eager=eager, budget_s=budget_s,
                            quick=quick, argv=sys.argv)
-        for line in summary_lines(ds):
-            typer.echo(line)
-        typer.echo(f"wrote {out}")
+        _report(summary_lines(ds), out)
 
     _guard(go)
 
@@ -198,9 +199,7 @@ def collectives_cmd(
             timeout_s=timeout_s,
             argv=sys.argv,
         )
-        for line in summary_lines(prof):
-            typer.echo(line)
-        typer.echo(f"wrote {out}")
+        _report(summary_lines(prof), out)
 
     _guard(go)
 

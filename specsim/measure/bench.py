@@ -16,7 +16,7 @@ import subprocess
 import time
 
 from . import MeasureError
-from .common import command_line, stats, utc_now
+from .common import Progress, command_line, stats, utc_now
 
 # Bytes of operand copies to rotate over so that repeated calls miss the L2 (H200: 60 MB).
 DEFAULT_ROTATE_BYTES = 4 * 60 * 2**20
@@ -234,3 +234,19 @@ def provenance(torch, device: str, tool: str, argv: list[str] | None = None) -> 
             }
         )
     return p
+
+
+def start_model_measure(what: str, model: str, configs: dict, tiny: dict, device: str, argv=None):
+    """The common start of ``measure forward`` / ``measure draft``: the preset model checked, torch
+    imported, its config (toy sizes off CUDA), TF32 off, a progress line and the run's provenance.
+    Returns ``(torch, cuda, cfg, progress, provenance)``."""
+    if model not in configs:
+        raise MeasureError(f"--model: got {model!r}; expected one of {', '.join(configs)}")
+    torch = import_torch(device)
+    cuda = device == "cuda"
+    cfg = dict(configs[model])
+    if not cuda:
+        cfg.update(tiny[model])
+    if cuda:
+        torch.backends.cuda.matmul.allow_tf32 = False
+    return torch, cuda, cfg, Progress(f"measure {what}"), provenance(torch, device, f"specsim measure {what}", argv)

@@ -29,9 +29,8 @@ from __future__ import annotations
 
 import time
 
-from . import MeasureError
-from .bench import gpu_state, import_torch, provenance
-from .common import Deadline, Progress, atomic_write_json
+from .bench import gpu_state, start_model_measure
+from .common import Deadline, atomic_write_json
 from .forward import _ms_stats, _sdpa_choice, _time_eager, _time_graph, gpu_slug
 
 HEADS = {
@@ -227,18 +226,8 @@ def measure_draft(
     quick: bool = False,
     argv=None,
 ) -> dict:
-    if model not in HEADS:
-        raise MeasureError(f"--model: got {model!r}; expected one of {', '.join(HEADS)}")
-    torch = import_torch(device)
-    cuda = device == "cuda"
-    cfg = dict(HEADS[model])
-    if not cuda:
-        cfg.update(TINY[model])
-    progress = Progress("measure draft")
+    torch, cuda, cfg, progress, prov = start_model_measure("draft", model, HEADS, TINY, device, argv)
     deadline = Deadline(budget_s)
-    prov = provenance(torch, device, "specsim measure draft", argv)
-    if cuda:
-        torch.backends.cuda.matmul.allow_tf32 = False
     qmax = max(max(topks), max(steps) + 1)
     t0 = time.monotonic()
     head = Eagle3Head(torch, cfg, device, max_pos=max(ctxs) + qmax + 1)

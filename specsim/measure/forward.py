@@ -19,8 +19,8 @@ from __future__ import annotations
 import time
 
 from . import MeasureError
-from .bench import gpu_state, import_torch, provenance
-from .common import Deadline, Progress, atomic_write_json, stats
+from .bench import gpu_state, start_model_measure
+from .common import Deadline, atomic_write_json, stats
 
 CONFIGS = {
     "llama-3.1-8b": dict(
@@ -309,19 +309,9 @@ def measure_forward(
 ) -> dict:
     if attention not in ("fold", "gqa"):
         raise MeasureError(f"--attention: got {attention!r}; expected fold or gqa")
-    if model not in CONFIGS:
-        raise MeasureError(f"--model: got {model!r}; expected one of {', '.join(CONFIGS)}")
-    torch = import_torch(device)
-    cuda = device == "cuda"
-    cfg = dict(CONFIGS[model])
-    if not cuda:
-        cfg.update(TINY[model])
-    progress = Progress("measure forward")
+    torch, cuda, cfg, progress, prov = start_model_measure("forward", model, CONFIGS, TINY, device, argv)
     deadline = Deadline(budget_s)
-    prov = provenance(torch, device, "specsim measure forward", argv)
     grouped = _grouped_available(torch, device) if cfg["moe"] else None
-    if cuda:
-        torch.backends.cuda.matmul.allow_tf32 = False
     kmax = max(tokens)
     t0 = time.monotonic()
     mdl = EngineLikeModel(torch, cfg, device, max_pos=max(ctxs) + kmax + 1, grouped=grouped, fold=attention == "fold")

@@ -571,6 +571,17 @@ _FLOAT_KEYS = {
 }
 
 
+
+def _format_hint(newest: bool, has_accept_rate: bool, no_cuda_graph: bool, trailing_comma: bool) -> str:
+    """The SGLang release whose decode-line format this is (newest: comma separators or an iteration count)."""
+    if newest:
+        return "newest"
+    if has_accept_rate:
+        return "v0.5.3"
+    if no_cuda_graph:
+        return "v0.4.3"
+    return "v0.5.3" if trailing_comma else "v0.4.6"
+
 def _parse_decode(seg: str, prefix: str) -> DecodeRecord:
     """Parse one ``Decode batch...`` segment (``seg`` starts at the marker)."""
     m = _DECODE_MARK_RE.match(seg)
@@ -622,16 +633,7 @@ def _parse_decode(seg: str, prefix: str) -> DecodeRecord:
     gen = _float(fields["gen throughput (token/s)"], lo=0.0)
     running = _int(fields["#running-req"])
     queue = _int(fields["#queue-req"])
-    if sep == "," or iter_no is not None:
-        hint = "newest"
-    elif accept_rate is not None:
-        hint = "v0.5.3"
-    elif cuda_graph is None:
-        hint = "v0.4.3"
-    elif trailing_comma:
-        hint = "v0.5.3"
-    else:
-        hint = "v0.4.6"
+    hint = _format_hint(sep == "," or iter_no is not None, accept_rate is not None, cuda_graph is None, trailing_comma)
     ts, tp = _prefix_info(prefix)
     return DecodeRecord(
         running_req=running,
@@ -1071,16 +1073,7 @@ class _State:
                     if ((acc_v is None or (1.0 <= acc_v <= 1e4 and len(acc) < 29))
                             and (rate_v is None or (rate_v <= 1.0 and len(rate) < 29))):
                         g = None if graph is None else graph == "True"
-                        if sep == "," or it is not None:
-                            hint = "newest"
-                        elif rate_v is not None:
-                            hint = "v0.5.3"
-                        elif g is None:
-                            hint = "v0.4.3"
-                        elif comma:
-                            hint = "v0.5.3"
-                        else:
-                            hint = "v0.4.6"
+                        hint = _format_hint(sep == "," or it is not None, rate_v is not None, g is None, bool(comma))
                         tp = None
                         if "TP" in rest:
                             tm = _TP_RE.search(rest)

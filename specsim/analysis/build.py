@@ -182,7 +182,7 @@ def build_scenario(
             d["target"]["dtypes"] = sc.target.dtypes.model_dump()
             if dtype is not None:
                 apply_dtype(d["target"], dtype)
-            set_moe_prior(d["engine"], get_engine(engine or "sglang"), d["target"])
+            set_moe_prior(d["engine"], get_engine(engine), d["target"])
             d["draft"] = sc.draft.model_dump()
             d["acceptance"] = sc.acceptance.model_dump()
             d["speculation"] = {"steps": sc.speculation.steps, "topk": sc.speculation.topk,

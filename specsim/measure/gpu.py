@@ -11,6 +11,7 @@ from . import MeasureError, shapes
 from .bench import DEFAULT_ROTATE_BYTES, Bench, gpu_state, import_torch, provenance, rotation_count
 from .common import Deadline, Progress, atomic_write_json, stats
 from .fit import fit_linear
+from .host import run_host
 from .profile import PROFILE_SCHEMA, PROFILE_VERSION, validate_profile
 
 SECTIONS = ("gemm", "attention", "topk", "graph", "copy", "host")
@@ -690,12 +691,6 @@ def run_copy(c: Ctx) -> dict:
             "bytes_per_s counts bytes read + written (2x size); the top-level bytes_per_s is the best at >= 64 MiB"
         ],
     }
-
-
-def run_host(c) -> dict:
-    from .host import run_host as _run
-
-    return _run(c)
 
 
 RUNNERS = {"gemm": run_gemm, "attention": run_attention, "topk": run_topk, "graph": run_graph, "copy": run_copy,

@@ -72,7 +72,7 @@ def gemm_us(p: Params, m, n_cols, k_dim, weight_bytes, act_bytes, bw_eff, flop_r
     mem = (weight_bytes + act_bytes) * _us_per_byte(p["hbm_bytes_per_s"], bw_eff)
     cmp_ = gemm_compute_us(p, m, n_cols, k_dim, flop_rate)
     loss = p["gemm_stream_loss"]
-    if _scalar(cmp_) and _scalar(mem):
+    if _scalar(cmp_, mem):
         return mem, max(cmp_ - mem, 0.0) + loss * min(mem, cmp_)
     return mem, np.maximum(cmp_ - mem, 0.0) + loss * np.minimum(mem, cmp_)
 

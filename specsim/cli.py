@@ -192,15 +192,17 @@ def predict(
 
     Example: specsim predict --model llama-3.1-70b --gpu h100 --tp 4 --steps 3 --accept 2.8
     """
-    from .analysis.predict import predict as _predict
+    from .analysis.build import build_scenario
+    from .analysis.predict import evaluate
 
     scenario, kw = _split_scenario(deploy or {})
-    res = _predict(scenario, **kw)
+    sc = build_scenario(scenario, **kw)
+    res = evaluate(sc)
     run = None
     if requests is not None:
         from .analysis.run import predict_run
 
-        run = predict_run(requests, scenario, **kw)
+        run = predict_run(requests, sc)
     if as_json or fmt == Fmt.json:
         _emit({**res.to_dict(), **({"run": run.to_dict()} if run else {})})
         return

@@ -4,7 +4,10 @@ Protocol (the same for every sweep, as in the issue that asked for it): the acce
 fixed once, at the smallest published batch, so the modeled speedup matches there; every
 larger batch is then predicted with that accept length. Only the first row of each sweep is
 used to fit anything (one number: tau); the rest are held out. Baselines are zero-shot: the
-presets alone, nothing fitted. The dataset is ``calibration/datasets/published_batch_sweeps.json``.
+presets alone, nothing fitted. Configurations (``configs``: published runs that state their
+accept length with each step count, tree shape and batch) are zero-shot too: the measured accept
+length goes in, the speedup comes out. The dataset is
+``calibration/datasets/published_batch_sweeps.json``.
 """
 
 from __future__ import annotations
@@ -33,18 +36,35 @@ class SweepScore:
 
 
 @dataclass
+class ConfigScore:
+    """One group of published configurations with measured accept lengths, scored zero-shot."""
+
+    id: str
+    setup: str
+    rows: list[dict] = field(default_factory=list)
+    skipped: str | None = None
+
+    @property
+    def worst_pct(self) -> float | None:
+        return max((abs(r["error_pct"]) for r in self.rows), default=None)
+
+
+@dataclass
 class SweepValidation:
     dataset: str
     sweeps: list[SweepScore]
     baselines: list[dict]
+    configs: list[ConfigScore] = field(default_factory=list)
 
     def to_dict(self) -> dict:
         return {"kind": "validation", "dataset": self.dataset,
                 "protocol": "accept length fixed at the smallest batch of each sweep (fitted row); other rows held out; "
-                            "baselines zero-shot from presets",
+                            "baselines zero-shot from presets; configs zero-shot with their measured accept length",
                 "sweeps": [{"id": s.id, "setup": s.setup, "tau_fitted": s.tau, "skipped": s.skipped,
                             "worst_held_out_error_pct": s.worst_pct, "rows": s.rows} for s in self.sweeps],
-                "baselines": self.baselines}
+                "baselines": self.baselines,
+                "configs": [{"id": c.id, "setup": c.setup, "skipped": c.skipped, "worst_error_pct": c.worst_pct,
+                             "rows": c.rows} for c in self.configs]}
 
 
 def _ctx(sw: dict) -> int:
@@ -75,8 +95,8 @@ def check_sweeps_dataset(d: dict) -> None:
 
     if d.get("kind") != "throughput_sweeps":
         raise SpecsimError("dataset.kind", d.get("kind"), "allowed: 'throughput_sweeps' (see calibration/README.md)")
-    sweeps, bases = d.get("sweeps", []), d.get("baselines", [])
-    for key, items, cap in (("sweeps", sweeps, MAX_SWEEPS), ("baselines", bases, MAX_ROWS)):
+    sweeps, bases, configs = d.get("sweeps", []), d.get("baselines", []), d.get("configs", [])
+    for key, items, cap in (("sweeps", sweeps, MAX_SWEEPS), ("baselines", bases, MAX_ROWS), ("configs", configs, MAX_SWEEPS)):
         if not isinstance(items, list) or len(items) > cap:
             raise SpecsimError(f"dataset.{key}", type(items).__name__ if not isinstance(items, list) else len(items),
                                f"allowed: a list of at most {cap} objects")
@@ -99,6 +119,9 @@ def check_sweeps_dataset(d: dict) -> None:
                 check_int(it["requests"], f"{f}.requests", 1, 10_000_000)
             if it.get("stop_strings") is not None and not isinstance(it["stop_strings"], bool):
                 raise SpecsimError(f"{f}.stop_strings", it["stop_strings"], "allowed: true or false")
+            if key == "configs":
+                _check_config_rows(it, f)
+                continue
             if key == "baselines":
                 if it.get("batch") is not None:
                     check_int(it["batch"], f"{f}.batch", *field_range(Workload, "batch"))
@@ -117,6 +140,29 @@ def check_sweeps_dataset(d: dict) -> None:
                 check_int(r.get("batch"), f"{f}.rows.{j}.batch", *field_range(Workload, "batch"))
                 if r.get("speedup") is not None:
                     check_number(r["speedup"], f"{f}.rows.{j}.speedup", 0, 1e4, lo_open=True)
+
+
+def _check_config_rows(it: dict, f: str) -> None:
+    """The rows of one ``configs`` group: a benchmark name, the speculation settings, the measured accept
+    length and both throughputs, each in its schema range."""
+    from ..io.checks import check_int, check_number
+    from ..physics.schema import Speculation, Workload, field_range
+
+    rows = it.get("rows", [])
+    if not isinstance(rows, list) or len(rows) > MAX_ROWS:
+        raise SpecsimError(f"{f}.rows", type(rows).__name__, f"allowed: a list of at most {MAX_ROWS} objects")
+    for j, r in enumerate(rows):
+        g = f"{f}.rows.{j}"
+        if not isinstance(r, dict):
+            raise SpecsimError(g, r, "allowed: an object")
+        if r.get("benchmark") is not None and not isinstance(r["benchmark"], str):
+            raise SpecsimError(f"{g}.benchmark", r["benchmark"], "allowed: a name (text)")
+        check_int(r.get("batch"), f"{g}.batch", *field_range(Workload, "batch"))
+        for k in ("steps", "topk", "num_draft_tokens"):
+            check_int(r.get(k), f"{g}.{k}", *field_range(Speculation, k))
+        check_number(r.get("accept_length"), f"{g}.accept_length", 1.0, float(r["steps"]) + 1)
+        for k in ("baseline_tok_s", "spec_tok_s"):
+            check_number(r.get(k), f"{g}.{k}", 0, 1e9, lo_open=True)
 
 
 def _by_dataset(sw: dict) -> list[dict]:
@@ -198,6 +244,41 @@ def score_baselines(baselines: list[dict]) -> list[dict]:
     return out
 
 
+def score_configs(group: dict) -> ConfigScore:
+    """Every row of a ``configs`` group, zero-shot: its measured accept length in, the speedup out (a
+    finite run when the group states its ``requests``). A group without a stated TP is skipped."""
+    from ..io.presets import get_engine, get_gpu, get_model
+    from .predict import predict
+    from .run import predict_run
+
+    gid = group.get("id", "?")
+    tp, requests = group.get("tp"), group.get("requests")
+    gpu, engine = group.get("gpu_preset") or group["gpu"], group.get("engine_preset") or group["engine"]
+    setup = (f"{group['model']} {gpu} TP{tp if tp else '?'} {engine}" + (f", ctx {group['ctx']}" if group.get("ctx") else "")
+             + (f", a run of {requests} requests" if requests else ""))
+    if not tp:
+        return ConfigScore(gid, setup, skipped=f"TP not recorded: {group.get('tp_note') or 'no tp field'}")
+    try:
+        get_model(group["model"]), get_gpu(gpu), get_engine(engine)
+    except (SpecsimError, KeyError, TypeError, ValueError) as exc:
+        return ConfigScore(gid, setup, skipped=f"not expressible with the presets ({exc})")
+    out = ConfigScore(gid, setup)
+    ctx = int(group.get("ctx") or DEFAULT_CTX)
+    for r in group.get("rows", []):
+        kw = dict(model=group["model"], gpu=gpu, tp=int(tp), engine=engine, steps=int(r["steps"]), topk=int(r["topk"]),
+                  batch=int(r["batch"]), ctx=ctx, accept=float(r["accept_length"]),
+                  stop_strings=bool(group.get("stop_strings", False)),
+                  **({"draft_tokens": int(r["num_draft_tokens"])} if int(r["topk"]) > 1 else {}))
+        x = (predict_run(int(requests), **kw) if requests else predict(**kw)).speedup
+        pub = float(r["spec_tok_s"]) / float(r["baseline_tok_s"])
+        out.rows.append({"benchmark": r.get("benchmark"), "batch": int(r["batch"]), "steps": int(r["steps"]),
+                         "topk": int(r["topk"]), "num_draft_tokens": int(r["num_draft_tokens"]),
+                         "accept_length": float(r["accept_length"]), "published_speedup": pub,
+                         "predicted_speedup": x, "error_pct": 100 * (x / pub - 1), "fitted": False,
+                         "kind": "modeled vs published (measured accept length)"})
+    return out
+
+
 def validate_sweeps(dataset: str | None = None) -> SweepValidation:
     """Score every sweep and baseline of a throughput-sweeps dataset (built-in by default)."""
     from pathlib import Path
@@ -219,7 +300,8 @@ def validate_sweeps(dataset: str | None = None) -> SweepValidation:
     if d.get("kind") != "throughput_sweeps":
         raise SpecsimError("dataset", dataset, "is not a throughput_sweeps dataset (see calibration/README.md)")
     sweeps = [score_sweep(part) for sw in d.get("sweeps", []) for part in _by_dataset(sw)]
-    return SweepValidation(d.get("name", dataset or DEFAULT_DATASET), sweeps, score_baselines(d.get("baselines", [])))
+    return SweepValidation(d.get("name", dataset or DEFAULT_DATASET), sweeps, score_baselines(d.get("baselines", [])),
+                           [score_configs(g) for g in d.get("configs", [])])
 
 
 def is_sweeps_dataset(name: str) -> bool:
@@ -244,6 +326,15 @@ def held_out_errors(v: SweepValidation) -> list[float]:
     return [abs(r["error_pct"]) for s in v.sweeps for r in s.rows if not r["fitted"]]
 
 
+def config_errors(v: SweepValidation, tree: bool | None = None) -> list[float]:
+    """Absolute % errors of every scored configuration (all held out); ``tree``: only topk > 1 (True) or chains (False)."""
+    return [abs(r["error_pct"]) for c in v.configs for r in c.rows if tree is None or (r["topk"] > 1) == tree]
+
+
+def _mape(errs: list[float]) -> str:
+    return f"{len(errs)} rows, MAPE {sum(errs) / len(errs):.1f} %, worst {max(errs):.1f} %" if errs else "no rows"
+
+
 def sweeps_text(v: SweepValidation) -> str:
     """Text tables: each sweep's rows (fitted row marked) and the zero-shot baselines."""
     from ..output.render import table_text
@@ -261,9 +352,22 @@ def sweeps_text(v: SweepValidation) -> str:
         rows = [[b["setup"], b["published_tok_s"], b["predicted_tok_s"], b["error_pct"]] for b in v.baselines]
         parts.append(table_text(["baseline (batch 1)", "published tok/s", "modeled tok/s", "error %"], rows,
                                 "zero-shot baselines from presets (nothing fitted)"))
+    for c in v.configs:
+        if c.skipped:
+            continue
+        rows = [[r["benchmark"] or "-", r["batch"], f"{r['steps']},{r['topk']},{r['num_draft_tokens']}", r["accept_length"],
+                 r["published_speedup"], r["predicted_speedup"], r["error_pct"]] for r in c.rows]
+        parts.append(table_text(["benchmark", "batch", "steps,topk,tokens", "accept (measured)", "published x", "modeled x",
+                                 "error %"], rows, f"{c.id}: {c.setup}, zero-shot with the measured accept length"))
     errs = held_out_errors(v)
     if errs:
         parts.append(f"held-out sweep rows: {len(errs)}, MAPE {sum(errs) / len(errs):.1f}%, worst {max(errs):.1f}%")
+    if any(c.rows for c in v.configs):
+        parts.append(f"configurations (zero-shot, measured accept length): {_mape(config_errors(v))}; chains "
+                     f"{_mape(config_errors(v, False))}; trees (topk > 1) {_mape(config_errors(v, True))}")
+    skipped_c = [c for c in v.configs if c.skipped]
+    if skipped_c:
+        parts.append("configuration groups not scored: " + "; ".join(f"{c.id} ({c.skipped})" for c in skipped_c))
     if skipped:
         parts.append(f"skipped {len(skipped)} sweeps the presets cannot express: " + ", ".join(s.id for s in skipped)
                      + " (--json gives each reason)")
@@ -292,4 +396,13 @@ def sweeps_markdown(v: SweepValidation) -> str:
     errs = held_out_errors(v)
     if errs:
         parts.append(f"Held-out sweep rows: {len(errs)}, MAPE {sum(errs) / len(errs):.1f} %, worst {max(errs):.1f} %.")
+    scored = [c for c in v.configs if not c.skipped]
+    if scored:
+        rows = []
+        for c in scored:
+            ch = [abs(r["error_pct"]) for r in c.rows if r["topk"] == 1]
+            tr = [abs(r["error_pct"]) for r in c.rows if r["topk"] > 1]
+            rows.append([c.id, c.setup, _mape(ch), _mape(tr)])
+        parts.append(table_markdown(["configurations (zero-shot, measured accept length)", "setup", "chains (topk 1)",
+                                     "trees (topk > 1)"], rows))
     return "\n\n".join(parts)

@@ -47,7 +47,9 @@ def test_a_group_without_its_tp_is_not_scored(validation):
 
 def test_config_errors_split_chains_and_trees(validation):
     every, chains, trees = config_errors(validation), config_errors(validation, False), config_errors(validation, True)
-    assert len(every) == len(chains) + len(trees) > 80 and chains and trees
+    assert len(every) == len(chains) + len(trees) > 60 and chains and trees
+    fitted = [r for c in validation.configs for r in c.rows if r["fitted"]]
+    assert len(fitted) == 14 and all(r["topk"] > 1 for r in fitted)  # the rows that set engine.tree_plan_us
 
 
 def test_a_stated_run_length_scores_a_finite_run():
@@ -91,3 +93,50 @@ def test_a_user_configs_dataset_round_trips(run_json, tmp_path):
     (c,) = out["configs"]
     assert c["id"] == "mine" and c["skipped"] is None and len(c["rows"]) == 1
     assert c["rows"][0]["published_speedup"] == pytest.approx(400 / 190) and c["rows"][0]["fitted"] is False
+
+
+def test_tree_host_cost_is_one_plan_per_draft_step_verify_and_extend():
+    """SGLang trees on a model without MLA pay (steps + 1) plans and the extra syncs on the host; chains and MLA do not."""
+    from specsim.analysis.build import build_scenario
+    from specsim.analysis.predict import evaluate
+    from specsim.io.presets import get_engine
+
+    e = get_engine("sglang")
+    assert e.tree_plan_us > 0 and e.tree_host_syncs_per_cycle == 8
+
+    def host(model, topk, **eng):
+        sc = build_scenario(None, model=model, gpu="h200", tp=1, engine="sglang", steps=5, topk=topk,
+                            draft_tokens=6 if topk > 1 else None, accept=2.5)
+        sc = sc.model_copy(update={"engine": sc.engine.model_copy(update=eng)})
+        return evaluate(sc).phases_ms["host"]
+
+    off = {"tree_plan_us": 0.0, "tree_host_syncs_per_cycle": 0}
+    extra = host("llama-3.1-8b", 3) - host("llama-3.1-8b", 3, **off)
+    assert extra == pytest.approx((5 + 1) * e.tree_plan_us / 1e3 + 8 * e.host_sync_us / 1e3, rel=1e-9)
+    assert host("llama-3.1-8b", 1) == pytest.approx(host("llama-3.1-8b", 1, **off))  # a chain: FA3, no plans
+    assert host("deepseek-v3", 2) == pytest.approx(host("deepseek-v3", 2, **off))  # MLA trees stay on FA3
+
+
+def test_the_preset_plan_cost_is_what_its_fit_gives():
+    """engines.json's tree_plan_us is the output of calibration/host/fit_tree_plan.py on the dataset, as its source says."""
+    import importlib.util
+    from pathlib import Path
+
+    from specsim.io.presets import get_engine
+
+    path = Path(__file__).resolve().parents[1] / "calibration" / "host" / "fit_tree_plan.py"
+    spec = importlib.util.spec_from_file_location("fit_tree_plan", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    g, rows = mod.tree_rows()
+    res = [mod.residual_ms(g, r, 0.0) for r in rows]
+    fit = 1e3 * sum(x * k for x, k in res) / sum(k * k for _, k in res)
+    assert get_engine("sglang").tree_plan_us == pytest.approx(fit, abs=0.06)
+    left = [abs(mod.residual_ms(g, r, fit)[0]) for r in rows]
+    assert max(left) < 0.15  # ms: one number per plan explains every tree row of the group
+
+
+def test_fitted_tree_rows_follow_their_fit(validation):
+    g = _group(validation, "specbundle-llama-3.1-8b")
+    trees = [r for r in g.rows if r["topk"] > 1]
+    assert all(r["fitted"] and abs(r["error_pct"]) <= 3.0 for r in trees), [(r["benchmark"], r["error_pct"]) for r in trees]

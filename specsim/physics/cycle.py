@@ -141,9 +141,13 @@ def _with_host(p: Params, tau, gpu: dict) -> dict:
     # host: scheduler/bookkeeping, GPU->CPU syncs (draft preprocess, accept, extend) and the
     # Python loop over committed tokens; v2 (overlap) drops the syncs and hides the rest. With stop
     # strings every finish check (one per committed token, one per request) decodes the output tail.
-    host_ms = p["host_per_cycle_ms"] + batch * (p["host_per_request_us"] + tau * p["host_per_token_us"]
-                                                + (tau + 1) * p["stop_check_us"]) / 1e3
-    syncs_ms = p["host_syncs_per_cycle"] * (p["host_sync_us"] / 1e3) * (1 - overlap)
+    # a tree (topk > 1) on a model without MLA runs on a backend that plans on the host: one plan per draft
+    # step, verify and draft extend (steps + 1), and extra syncs to copy the plan inputs to the host
+    tree = (np.asarray(p["topk"]) > 1) * (1.0 - np.asarray(p["is_mla"], dtype=float))
+    host_ms = (p["host_per_cycle_ms"] + batch * (p["host_per_request_us"] + tau * p["host_per_token_us"]
+                                                 + (tau + 1) * p["stop_check_us"]) / 1e3
+               + tree * (p["steps"] + 1) * p["tree_plan_us"] / 1e3)
+    syncs_ms = (p["host_syncs_per_cycle"] + tree * p["tree_host_syncs_per_cycle"]) * (p["host_sync_us"] / 1e3) * (1 - overlap)
     exposed_host = (1 - overlap) * host_ms + overlap * np.maximum(host_ms - gpu["gpu"], 0.0) + syncs_ms
     return {"draft": gpu["draft"], "verify": gpu["verify"], "accept": gpu["accept"], "draft_extend": gpu["draft_extend"],
             "host": exposed_host}

@@ -290,6 +290,13 @@ class Engine(_Model):
         0.0, ge=0, le=1e6, description="extra host us per finish check when a request carries stop strings "
         "(the engine decodes the output tail to look for them); spec: one check per committed token plus one "
         "per request per cycle, plain decode: one per request per step")
+    tree_plan_us: float = Field(
+        0.0, ge=0, le=1e6, description="host us of one attention-backend plan call of a tree cycle (topk > 1) on a "
+        "model without MLA: SGLang on Hopper runs such trees on FlashInfer, which plans on the host before each of "
+        "the steps - 1 draft steps, the verify and the draft extend (steps + 1 plans per cycle); chains and MLA run FA3")
+    tree_host_syncs_per_cycle: int = Field(
+        0, ge=0, le=100, description="extra GPU->CPU syncs per tree cycle on that path (FlashInfer plan inputs copied "
+        "to the host), host_sync_us each, not hidden by overlap")
     overlap_scheduler: bool = Field(False, description="spec cycles: host work overlaps the GPU (SGLang spec v2)")
     overlap_scheduler_baseline: bool = Field(True, description="plain decode: host work overlaps the GPU")
     continuous_decode_steps: int = Field(1, ge=1, le=4096, description="decode steps run per scheduler iteration")

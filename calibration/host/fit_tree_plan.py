@@ -70,7 +70,8 @@ def main() -> None:
         engines = json.loads(path.read_text())
         src = (f"fitted: {plan_us:.1f} us by calibration/host/fit_tree_plan.py to the {len(rows)} tree rows of "
                f"'{GROUP}' in calibration/datasets/published_batch_sweeps.json (SGLang 0.5.6, one H200, batch 1; "
-               "steps + 1 FlashInfer plans per cycle, SGLang picks FlashInfer for topk > 1 on models without MLA)")
+               "steps + 1 FlashInfer plans per cycle, SGLang picks FlashInfer for topk > 1 on models without MLA; "
+               "models/notes/sglang_tree_backend.md)")
         for key in ENGINES:
             e = engines[key]["engine"]
             e["tree_plan_us"] = round(plan_us, 1)
@@ -79,7 +80,7 @@ def main() -> None:
             e["sources"]["tree_host_syncs_per_cycle"] = (
                 "read in SGLang v0.5.6: the FlashInfer tree path adds 8 GPU->CPU syncs per cycle over the FA3 chain path "
                 "(kv_indptr .cpu() before the draft plans in flashinfer_backend.py FlashInferMultiStepDraftBackend; "
-                "segment_packbits .item() and three .to('cpu') in the verify prefill plan; three in the draft-extend plan)")
+                "segment_packbits .item() and three .to('cpu') in the verify prefill plan; three in the draft-extend plan; models/notes/sglang_tree_backend.md)")
         path.write_text(json.dumps(engines, indent=2) + "\n")
         print(f"wrote {path}")
 

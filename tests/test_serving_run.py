@@ -172,3 +172,40 @@ def test_host_measurement_times_the_decode():
     r = measure_stop_check(calls=300, repeats=2)
     assert r["check_finished_with_stop_string_us"] > r["check_finished_no_stop_string_us"] > 0
     assert r["stop_string_decode_us"] > 0 and r["transformers"]
+
+
+def test_a_measured_gpu_sync_sets_the_round_trip_cost(tmp_path):
+    """The host section's `.item()` round trip on a GPU replaces engine.host_sync_us; one timed on a CPU does not."""
+    from specsim.analysis.build import build_scenario
+    from specsim.analysis.predict import evaluate
+
+    f = _host_profile(tmp_path, 4.5)
+    prof = json.loads(f.read_text())
+    prof["host"]["sync"] = {"item_idle_us": 11.0, "tolist_64_idle_us": 14.0, "device": "cuda"}
+    f.write_text(json.dumps(prof))
+    base = build_scenario(**LLAMA_H100)
+    sc = build_scenario(profile=str(f), **LLAMA_H100)
+    assert sc.engine.host_sync_us == 11.0 and base.engine.host_sync_us == 30.0
+    syncs = sc.engine.host_syncs_per_cycle
+    assert evaluate(base).phases_ms["host"] - evaluate(sc).phases_ms["host"] == pytest.approx(syncs * 19.0 / 1e3)
+    prof["host"]["sync"]["device"] = "cpu"
+    f.write_text(json.dumps(prof))
+    assert build_scenario(profile=str(f), **LLAMA_H100).engine.host_sync_us == 30.0
+
+
+def test_a_bad_sync_section_is_one_line(run_cli, tmp_path):
+    f = _host_profile(tmp_path, 1.0)
+    prof = json.loads(f.read_text())
+    prof["host"]["sync"] = {"item_idle_us": -3, "device": "cuda"}
+    f.write_text(json.dumps(prof))
+    code, _, err = run_cli("predict", "--profile", str(f))
+    lines = [x for x in err.splitlines() if x.strip()]
+    assert code == 2 and len(lines) == 1 and "host.sync.item_idle_us" in lines[0], err
+
+
+def test_sync_measurement_times_a_round_trip():
+    torch = pytest.importorskip("torch")
+    from specsim.measure.host import measure_sync
+
+    s = measure_sync(torch, "cpu", calls=50, repeats=2)
+    assert s["device"] == "cpu" and 0 < s["item_idle_us"] < 1e4 and s["tolist_64_idle_us"] > 0

@@ -156,6 +156,9 @@ def fit_profile(profile: dict, gpu) -> ProfileFit:
         out.engine["graph_node_us"] = node
     if "eager_launch_us" in g:
         out.engine["eager_launch_us"] = float(g["eager_launch_us"])
+    sync = profile.get("host", {}).get("sync", {})
+    if "item_idle_us" in sync and sync.get("device") == "cuda":  # this box's GPU->CPU round trip
+        out.engine["host_sync_us"] = float(sync["item_idle_us"])
     stop = profile.get("host", {}).get("stop_check", {})
     if "stop_string_decode_us" in stop:  # this host's finish check with a stop string (tokenizer decode)
         out.engine["stop_check_us"] = float(stop["stop_string_decode_us"])

@@ -10,6 +10,10 @@ cycle, exposed when the overlap scheduler is off. The body is replayed over a by
 ``transformers.PreTrainedTokenizerFast`` (the class SGLang loads; no model files needed: decoding
 two ids is the Python path of ``decode``, not the vocabulary). Its ``stop_string_decode_us`` is
 what ``--profile`` puts in ``engine.stop_check_us``.
+
+``sync``: one GPU->CPU round trip as engines make it between phases (``.item()`` of a device
+scalar, ``.tolist()`` of a small index tensor) with the GPU idle, wall-clock per call: what
+``--profile`` puts in ``engine.host_sync_us``.
 """
 
 from __future__ import annotations
@@ -102,7 +106,31 @@ def measure_stop_check(calls: int = 20_000, repeats: int = 7) -> dict:
             "cpu": cpu_model(), "python": platform.python_version(), "transformers": transformers.__version__}
 
 
+def measure_sync(torch, device: str, calls: int = 2_000, repeats: int = 7) -> dict:
+    """Wall time (us, fastest of ``repeats`` runs) of ``x.item()`` on a device scalar and of ``.tolist()`` on
+    64 device ints, the GPU idle: the round trip an engine pays at each sync between phases."""
+    x = torch.zeros(1, dtype=torch.int32, device=device)
+    idx = torch.arange(64, dtype=torch.int32, device=device)
+
+    def best(fn) -> float:
+        fn()
+        out = float("inf")
+        for _ in range(repeats):
+            if device == "cuda":
+                torch.cuda.synchronize()
+            t0 = time.perf_counter()
+            for _ in range(calls):
+                fn()
+            out = min(out, (time.perf_counter() - t0) / calls * 1e6)
+        return out
+
+    return {"item_idle_us": round(best(x.item), 3), "tolist_64_idle_us": round(best(idx.tolist), 3),
+            "method": f"wall clock, fastest of {repeats} x {calls} calls, nothing else queued", "device": device,
+            "cpu": cpu_model(), "torch": torch.__version__}
+
+
 def run_host(c) -> dict:
     """The ``host`` section (``c``: the measurement context; quick runs time fewer calls)."""
-    c.progress.log("host: SGLang finish check with and without a stop string")
-    return {"stop_check": measure_stop_check(calls=2_000 if c.quick else 20_000, repeats=3 if c.quick else 7)}
+    c.progress.log("host: a GPU->CPU sync round trip; SGLang finish check with and without a stop string")
+    sync = measure_sync(c.torch, c.device, calls=200 if c.quick else 2_000, repeats=3 if c.quick else 7)
+    return {"sync": sync, "stop_check": measure_stop_check(calls=2_000 if c.quick else 20_000, repeats=3 if c.quick else 7)}

@@ -192,6 +192,12 @@ def validate_profile(obj, strict: bool = True) -> list[str]:
             problems.append("host.stop_check: must be an object")
         else:
             _num(sc.get("stop_string_decode_us"), "host.stop_check.stop_string_decode_us", problems, positive=False)
+        sy = h.get("sync") if isinstance(h, dict) else None
+        if sy is not None:
+            if not isinstance(sy, dict):
+                problems.append("host.sync: must be an object")
+            else:
+                _num(sy.get("item_idle_us"), "host.sync.item_idle_us", problems)
     if "gemm" in obj:
         g = obj["gemm"]
         curves = g.get("curves") if isinstance(g, dict) else None

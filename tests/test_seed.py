@@ -71,3 +71,17 @@ def test_regression_verify_dominates_the_cycle():
     share = p.phases_ms["verify"] / p.cycle_ms
     assert 0.8 < share <= MEASURED["verify_share_of_cycle"]
     assert p.verify_ms > 1.5 * p.baseline_step_ms
+
+
+@pytest.mark.parametrize("name", ["kimi-k2.5-seed", UNTUNED])
+def test_seed_engine_follows_the_preset_except_where_it_says_why(name):
+    """A preset change reaches the built-in scenarios (``python calibration/build_seed_scenarios.py``): every engine
+    number of a seed equals the sglang preset's unless the seed fitted it or gives its own source for it."""
+    from specsim.io.presets import get_engine, load_scenario
+
+    sc, preset = load_scenario(name), get_engine("sglang")
+    fitted = set(sc.provenance["fitted_parameters"])
+    stale = [k for k, v in sc.engine.model_dump().items()
+             if k not in ("name", "sources") and v != getattr(preset, k) and k not in fitted
+             and sc.engine.sources.get(k) == preset.sources.get(k)]
+    assert not stale, f"{name}: engine fields stale against the preset, rebuild the seed scenarios: {stale}"

@@ -310,3 +310,15 @@ def test_scale_profile_to_tau_scalar_matches_lockstep():
         many = acc.scale_profile_to_tau(base, np.array([tau]), np.array([steps]))[0]
         assert np.allclose(one, many, rtol=1e-9, atol=0)
         assert abs(float(acc.tau_from_rates(one, steps)) - tau) < 1e-9
+
+
+def test_a_tree_accept_length_carries_to_other_step_counts_at_its_own_width():
+    """The per-position profile implied by a tree's accept length is read at the tree it was given for (its
+    steps, topk and draft tokens); deeper trees of the same width then accept at least as much."""
+    from specsim.analysis.build import build_scenario
+    from specsim.physics.acceptance import expected_accept_length
+
+    sc = build_scenario(None, model="llama-3.1-8b", gpu="h200", tp=1, steps=5, topk=3, draft_tokens=6, accept=3.0)
+    taus = [expected_accept_length(build_scenario(sc, steps=s, draft_tokens=6)) for s in (3, 5, 6, 7)]
+    assert taus[1] == pytest.approx(3.0, rel=1e-9)
+    assert taus[0] <= taus[1] <= taus[2] + 1e-12 <= taus[3] + 2e-12

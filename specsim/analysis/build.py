@@ -213,6 +213,7 @@ def build_scenario(
         data["name"] = f"{data['name']}+dtype={dtype}"
     check_tp(data["parallel"]["tp"], data["target"]["attention"]["num_heads"], data["draft"]["num_heads"])
     spec = data["speculation"]
+    old_spec = dict(spec)  # the setting the scenario's accept length belongs to
     old_steps = spec["steps"]
     if steps is not None:
         spec["steps"] = steps
@@ -241,7 +242,7 @@ def build_scenario(
         # tau is tied to the steps it was measured at: carry the implied profile instead
         from ..physics.acceptance import rates_for
 
-        base = scenario_from_dict({**data, "speculation": {**spec, "steps": old_steps, "num_draft_tokens": None}}, "scenario")
+        base = scenario_from_dict({**data, "speculation": old_spec}, "scenario")
         rates = rates_for(base, old_steps)
         data["acceptance"] = {"rates": [float(x) for x in rates], "source": old.get("source", "") + " (profile implied at the scenario's steps)"}
     elif fresh_acceptance:

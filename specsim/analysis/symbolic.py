@@ -315,6 +315,7 @@ def _render(e: Explanation, fmt: str) -> str:
         f"(scenario tau = {tau:.3f}; with host {v['host_per_token_ms'] * 1e3:.1f} us/token "
         f"self-consistent tau* = {v['break_even_accept_length_self_consistent']:.3f})")
     a, thr = v["marginal_accept_next_step"], v["marginal_threshold"]
+    a = 0.0 if abs(a) < 1e-9 else a  # a tree already saturated at its width: no "-0.000"
     verdict = "pays" if a > thr else "does not pay"
     add("One more step pays iff a(k+1) > tau(k) t_step / T_cycle(k)", "a_{k+1}^{min}", x["marginal_threshold"],
         f"a({k + 1}) = {a:.3f} vs threshold {tau:.3f} x {v['t_step_ms']:.3f} / {v['T_cycle_ms']:.3f} = {thr:.3f}: "

@@ -140,3 +140,13 @@ def test_fitted_tree_rows_follow_their_fit(validation):
     g = _group(validation, "specbundle-llama-3.1-8b")
     trees = [r for r in g.rows if r["topk"] > 1]
     assert all(r["fitted"] and abs(r["error_pct"]) <= 3.0 for r in trees), [(r["benchmark"], r["error_pct"]) for r in trees]
+
+
+def test_the_work_of_a_dataset_is_bounded(run_cli, tmp_path):
+    """Many groups of many rows: refused before any is scored (each row is a model evaluation)."""
+    group = {"model": "llama-3.1-8b", "gpu": "h200", "tp": 1, "engine": "sglang", "rows": [ROW] * 5000}
+    f = tmp_path / "d.json"
+    f.write_text(json.dumps({"kind": "throughput_sweeps", "configs": [group] * 5}))
+    code, _, err = run_cli("validate", str(f))
+    lines = [x for x in err.splitlines() if x.strip()]
+    assert code == 2 and len(lines) == 1 and "dataset.rows" in lines[0] and "25000" in lines[0], err

@@ -86,6 +86,7 @@ def _predict_kw(sw: dict) -> dict:
 
 MAX_SWEEPS = 1000
 MAX_ROWS = 10_000
+MAX_SCORED_ROWS = 20_000  # rows of all sweeps and configs together: each is one or two model evaluations
 
 
 def check_sweeps_dataset(d: dict) -> None:
@@ -96,6 +97,10 @@ def check_sweeps_dataset(d: dict) -> None:
     if d.get("kind") != "throughput_sweeps":
         raise SpecsimError("dataset.kind", d.get("kind"), "allowed: 'throughput_sweeps' (see calibration/README.md)")
     sweeps, bases, configs = d.get("sweeps", []), d.get("baselines", []), d.get("configs", [])
+    total = sum(len(x.get("rows") or []) for items in (sweeps, configs) if isinstance(items, list)
+                for x in items if isinstance(x, dict) and isinstance(x.get("rows"), list))
+    if total > MAX_SCORED_ROWS:
+        raise SpecsimError("dataset.rows", total, f"rows in all sweeps and configs; allowed: at most {MAX_SCORED_ROWS}")
     for key, items, cap in (("sweeps", sweeps, MAX_SWEEPS), ("baselines", bases, MAX_ROWS), ("configs", configs, MAX_SWEEPS)):
         if not isinstance(items, list) or len(items) > cap:
             raise SpecsimError(f"dataset.{key}", type(items).__name__ if not isinstance(items, list) else len(items),

@@ -150,3 +150,22 @@ def test_the_work_of_a_dataset_is_bounded(run_cli, tmp_path):
     code, _, err = run_cli("validate", str(f))
     lines = [x for x in err.splitlines() if x.strip()]
     assert code == 2 and len(lines) == 1 and "dataset.rows" in lines[0] and "25000" in lines[0], err
+
+
+def test_a_group_without_its_tp_reports_each_candidate_tp_apart(validation):
+    g = _group(validation, "specbundle-qwen3-235b")
+    assert g.skipped and not g.rows and sorted(g.tp_range) == [4, 8]
+    assert all(x["rows"] == 35 and x["mape_pct"] > 0 for x in g.tp_range.values())
+    held = config_errors(validation)
+    assert len(held) == sum(1 for c in validation.configs if not c.skipped for r in c.rows if not r["fitted"])
+
+
+@pytest.mark.parametrize("bad", [4, [], [1, 2, 3, 4, 5, 6, 7, 8, 16], ["8"], [0]])
+def test_hostile_tp_candidates_are_one_line(run_cli, tmp_path, bad):
+    body = {"kind": "throughput_sweeps", "configs": [{"model": "llama-3.1-8b", "gpu": "h200", "tp": None,
+                                                       "tp_candidates": bad, "engine": "sglang", "rows": [ROW]}]}
+    f = tmp_path / "d.json"
+    f.write_text(json.dumps(body))
+    code, _, err = run_cli("validate", str(f))
+    lines = [x for x in err.splitlines() if x.strip()]
+    assert code == 2 and len(lines) == 1 and "configs.0.tp_candidates" in lines[0], err

@@ -43,6 +43,8 @@ class ConfigScore:
     setup: str
     rows: list[dict] = field(default_factory=list)
     skipped: str | None = None
+    #: a group whose TP the source does not record, scored at each candidate TP: {tp: {rows, mape_pct, worst_pct}}
+    tp_range: dict[int, dict] | None = None
 
     @property
     def worst_pct(self) -> float | None:
@@ -64,7 +66,8 @@ class SweepValidation:
                             "worst_held_out_error_pct": s.worst_pct, "rows": s.rows} for s in self.sweeps],
                 "baselines": self.baselines,
                 "configs": [{"id": c.id, "setup": c.setup, "skipped": c.skipped, "worst_error_pct": c.worst_pct,
-                             "rows": c.rows} for c in self.configs]}
+                             "rows": c.rows, **({"tp_range": {str(k): v for k, v in c.tp_range.items()}}
+                                                if c.tp_range else {})} for c in self.configs]}
 
 
 def _ctx(sw: dict) -> int:
@@ -125,6 +128,12 @@ def check_sweeps_dataset(d: dict) -> None:
             if it.get("stop_strings") is not None and not isinstance(it["stop_strings"], bool):
                 raise SpecsimError(f"{f}.stop_strings", it["stop_strings"], "allowed: true or false")
             if key == "configs":
+                cands = it.get("tp_candidates")
+                if cands is not None:
+                    if not isinstance(cands, list) or not 1 <= len(cands) <= 8:
+                        raise SpecsimError(f"{f}.tp_candidates", cands, "allowed: a list of 1 to 8 TP sizes")
+                    for j, t in enumerate(cands):
+                        check_int(t, f"{f}.tp_candidates.{j}", *field_range(Parallel, "tp"))
                 _check_config_rows(it, f)
                 continue
             if key == "baselines":
@@ -249,41 +258,57 @@ def score_baselines(baselines: list[dict]) -> list[dict]:
     return out
 
 
-def score_configs(group: dict) -> ConfigScore:
-    """Every row of a ``configs`` group, zero-shot: its measured accept length in, the speedup out (a
-    finite run when the group states its ``requests``). A group without a stated TP is skipped."""
-    from ..io.presets import get_engine, get_gpu, get_model
+def _config_rows(group: dict, tp: int) -> list[dict]:
+    """The rows of a ``configs`` group scored at ``tp``: each measured accept length in, the speedup out."""
     from .predict import predict
     from .run import predict_run
+
+    gpu, engine, requests = group.get("gpu_preset") or group["gpu"], group.get("engine_preset") or group["engine"], group.get("requests")
+    ctx = int(group.get("ctx") or DEFAULT_CTX)
+    fit = group.get("fit") if isinstance(group.get("fit"), dict) else {}
+    fitted_trees = fit.get("rows") == "trees"  # those rows set an engine parameter: not held out
+    out = []
+    for r in group.get("rows", []):
+        kw = dict(model=group["model"], gpu=gpu, tp=tp, engine=engine, steps=int(r["steps"]), topk=int(r["topk"]),
+                  batch=int(r["batch"]), ctx=ctx, accept=float(r["accept_length"]),
+                  stop_strings=bool(group.get("stop_strings", False)),
+                  **({"draft_tokens": int(r["num_draft_tokens"])} if int(r["topk"]) > 1 else {}))
+        x = (predict_run(int(requests), **kw) if requests else predict(**kw)).speedup
+        pub = float(r["spec_tok_s"]) / float(r["baseline_tok_s"])
+        out.append({"benchmark": r.get("benchmark"), "batch": int(r["batch"]), "steps": int(r["steps"]),
+                    "topk": int(r["topk"]), "num_draft_tokens": int(r["num_draft_tokens"]),
+                    "accept_length": float(r["accept_length"]), "published_speedup": pub,
+                    "predicted_speedup": x, "error_pct": 100 * (x / pub - 1),
+                    "fitted": bool(fitted_trees and int(r["topk"]) > 1),
+                    "kind": "modeled vs published (measured accept length)"})
+    return out
+
+
+def score_configs(group: dict) -> ConfigScore:
+    """Every row of a ``configs`` group, zero-shot: its measured accept length in, the speedup out (a
+    finite run when the group states its ``requests``). A group without a stated TP is not scored; with
+    ``tp_candidates`` (the TPs its weights fit) its error at each of them is reported as a range."""
+    from ..io.presets import get_engine, get_gpu, get_model
 
     gid = group.get("id", "?")
     tp, requests = group.get("tp"), group.get("requests")
     gpu, engine = group.get("gpu_preset") or group["gpu"], group.get("engine_preset") or group["engine"]
     setup = (f"{group['model']} {gpu} TP{tp if tp else '?'} {engine}" + (f", ctx {group['ctx']}" if group.get("ctx") else "")
              + (f", a run of {requests} requests" if requests else ""))
-    if not tp:
-        return ConfigScore(gid, setup, skipped=f"TP not recorded: {group.get('tp_note') or 'no tp field'}")
     try:
         get_model(group["model"]), get_gpu(gpu), get_engine(engine)
     except (SpecsimError, KeyError, TypeError, ValueError) as exc:
         return ConfigScore(gid, setup, skipped=f"not expressible with the presets ({exc})")
-    out = ConfigScore(gid, setup)
-    ctx = int(group.get("ctx") or DEFAULT_CTX)
-    fit = group.get("fit") if isinstance(group.get("fit"), dict) else {}
-    fitted_trees = fit.get("rows") == "trees"  # those rows set an engine parameter: not held out
-    for r in group.get("rows", []):
-        kw = dict(model=group["model"], gpu=gpu, tp=int(tp), engine=engine, steps=int(r["steps"]), topk=int(r["topk"]),
-                  batch=int(r["batch"]), ctx=ctx, accept=float(r["accept_length"]),
-                  stop_strings=bool(group.get("stop_strings", False)),
-                  **({"draft_tokens": int(r["num_draft_tokens"])} if int(r["topk"]) > 1 else {}))
-        x = (predict_run(int(requests), **kw) if requests else predict(**kw)).speedup
-        pub = float(r["spec_tok_s"]) / float(r["baseline_tok_s"])
-        out.rows.append({"benchmark": r.get("benchmark"), "batch": int(r["batch"]), "steps": int(r["steps"]),
-                         "topk": int(r["topk"]), "num_draft_tokens": int(r["num_draft_tokens"]),
-                         "accept_length": float(r["accept_length"]), "published_speedup": pub,
-                         "predicted_speedup": x, "error_pct": 100 * (x / pub - 1),
-                         "fitted": bool(fitted_trees and int(r["topk"]) > 1),
-                         "kind": "modeled vs published (measured accept length)"})
+    if tp:
+        return ConfigScore(gid, setup, _config_rows(group, int(tp)))
+    out = ConfigScore(gid, setup, skipped=f"TP not recorded: {group.get('tp_note') or 'no tp field'}")
+    cands = group.get("tp_candidates") or []
+    if cands:
+        out.tp_range = {}
+        for t in cands:
+            errs = [abs(r["error_pct"]) for r in _config_rows(group, int(t))]
+            out.tp_range[int(t)] = {"rows": len(errs), "mape_pct": sum(errs) / len(errs) if errs else None,
+                                    "worst_pct": max(errs, default=None)}
     return out
 
 
@@ -340,6 +365,11 @@ def config_errors(v: SweepValidation, tree: bool | None = None) -> list[float]:
             if not r["fitted"] and (tree is None or (r["topk"] > 1) == tree)]
 
 
+def _tp_range_text(c: ConfigScore) -> str:
+    return ", ".join(f"TP{t}: {x['mape_pct']:.1f} / {x['worst_pct']:.1f}" for t, x in sorted(c.tp_range.items())
+                     if x["mape_pct"] is not None)
+
+
 def _mape(errs: list[float]) -> str:
     return f"{len(errs)} rows, MAPE {sum(errs) / len(errs):.1f} %, worst {max(errs):.1f} %" if errs else "no rows"
 
@@ -378,6 +408,11 @@ def sweeps_text(v: SweepValidation) -> str:
     skipped_c = [c for c in v.configs if c.skipped]
     if skipped_c:
         parts.append("configuration groups not scored: " + "; ".join(f"{c.id} ({c.skipped})" for c in skipped_c))
+    ranged = [c for c in v.configs if c.tp_range]
+    if ranged:
+        parts.append(table_text(["group (TP not recorded)", "at each TP that fits: MAPE / worst %"],
+                                [[c.id, _tp_range_text(c)] for c in ranged],
+                                "sensitivity only, not counted as held-out scores"))
     if skipped:
         parts.append(f"skipped {len(skipped)} sweeps the presets cannot express: " + ", ".join(s.id for s in skipped)
                      + " (--json gives each reason)")
@@ -416,4 +451,8 @@ def sweeps_markdown(v: SweepValidation) -> str:
             rows.append([c.id, c.setup, _mape(ch), _mape(tr) if tr or not fitted else f"{fitted} rows fitted"])
         parts.append(table_markdown(["configurations (measured accept length)", "setup", "chains (topk 1), held out",
                                      "trees (topk > 1), held out"], rows))
+    ranged = [c for c in v.configs if c.tp_range]
+    if ranged:
+        parts.append(table_markdown(["TP not recorded (sensitivity, not scored)", "setup", "speedup MAPE / worst % at each TP that fits"],
+                                    [[c.id, c.setup, _tp_range_text(c)] for c in ranged]))
     return "\n\n".join(parts)

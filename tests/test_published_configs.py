@@ -169,3 +169,14 @@ def test_hostile_tp_candidates_are_one_line(run_cli, tmp_path, bad):
     code, _, err = run_cli("validate", str(f))
     lines = [x for x in err.splitlines() if x.strip()]
     assert code == 2 and len(lines) == 1 and "configs.0.tp_candidates" in lines[0], err
+
+
+def test_a_tp_the_model_cannot_take_skips_the_group_not_the_run(run_json, tmp_path):
+    groups = [{"id": "odd", "model": "llama-3.1-8b", "gpu": "h200", "tp": 3, "engine": "sglang", "rows": [ROW]},
+              {"id": "cands", "model": "llama-3.1-8b", "gpu": "h200", "tp": None, "tp_candidates": [1, 3], "engine": "sglang",
+               "rows": [ROW]}]
+    f = tmp_path / "d.json"
+    f.write_text(json.dumps({"kind": "throughput_sweeps", "configs": groups}))
+    odd, cands = run_json("validate", str(f))["configs"]
+    assert "must divide" in odd["skipped"] and not odd["rows"]
+    assert cands["tp_range"]["1"]["rows"] == 1 and "must divide" in cands["tp_range"]["3"]["error"]

@@ -300,13 +300,20 @@ def score_configs(group: dict) -> ConfigScore:
     except (SpecsimError, KeyError, TypeError, ValueError) as exc:
         return ConfigScore(gid, setup, skipped=f"not expressible with the presets ({exc})")
     if tp:
-        return ConfigScore(gid, setup, _config_rows(group, int(tp)))
+        try:
+            return ConfigScore(gid, setup, _config_rows(group, int(tp)))
+        except SpecsimError as exc:  # e.g. a TP that does not divide the heads: the group, not the run, fails
+            return ConfigScore(gid, setup, skipped=f"not expressible with the presets ({exc})")
     out = ConfigScore(gid, setup, skipped=f"TP not recorded: {group.get('tp_note') or 'no tp field'}")
     cands = group.get("tp_candidates") or []
     if cands:
         out.tp_range = {}
         for t in cands:
-            errs = [abs(r["error_pct"]) for r in _config_rows(group, int(t))]
+            try:
+                errs = [abs(r["error_pct"]) for r in _config_rows(group, int(t))]
+            except SpecsimError as exc:
+                out.tp_range[int(t)] = {"rows": 0, "mape_pct": None, "worst_pct": None, "error": str(exc)}
+                continue
             out.tp_range[int(t)] = {"rows": len(errs), "mape_pct": sum(errs) / len(errs) if errs else None,
                                     "worst_pct": max(errs, default=None)}
     return out

@@ -79,9 +79,15 @@ def _ctx(sw: dict) -> int:
     return DEFAULT_CTX
 
 
+def _presets(it: dict) -> tuple[str, str]:
+    """(GPU, engine) preset names of a sweep, baseline or configs group: the ``*_preset`` field where the
+    source's own name is not a preset."""
+    return it.get("gpu_preset") or it["gpu"], it.get("engine_preset") or it["engine"]
+
+
 def _predict_kw(sw: dict) -> dict:
-    return dict(model=sw["model"], gpu=sw.get("gpu_preset") or sw["gpu"], tp=int(sw.get("tp") or 1),
-                engine=sw.get("engine_preset") or sw["engine"],
+    gpu, engine = _presets(sw)
+    return dict(model=sw["model"], gpu=gpu, tp=int(sw.get("tp") or 1), engine=engine,
                 steps=int(sw["steps"]), topk=int(sw.get("topk") or 1), ctx=_ctx(sw),
                 stop_strings=bool(sw.get("stop_strings", False)),
                 **({"draft_tokens": int(sw["num_draft_tokens"])} if (sw.get("topk") or 1) > 1 else {}))
@@ -145,15 +151,22 @@ def check_sweeps_dataset(d: dict) -> None:
             for k in ("steps", "topk", "num_draft_tokens"):  # steps unknown (None): the sweep is skipped, said so
                 if it.get(k) is not None:
                     check_int(it[k], f"{f}.{k}", *field_range(Speculation, k))
-            rows = it.get("rows", [])
-            if not isinstance(rows, list) or len(rows) > MAX_ROWS:
-                raise SpecsimError(f"{f}.rows", type(rows).__name__, f"allowed: a list of at most {MAX_ROWS} objects")
-            for j, r in enumerate(rows):
-                if not isinstance(r, dict):
-                    raise SpecsimError(f"{f}.rows.{j}", r, "allowed: an object")
+            for j, r in _rows(it, f):
                 check_int(r.get("batch"), f"{f}.rows.{j}.batch", *field_range(Workload, "batch"))
                 if r.get("speedup") is not None:
                     check_number(r["speedup"], f"{f}.rows.{j}.speedup", 0, 1e4, lo_open=True)
+
+
+def _rows(it: dict, f: str):
+    """``(index, row)`` of a sweep's or configs group's ``rows``, each checked as it comes: a list of at
+    most MAX_ROWS objects."""
+    rows = it.get("rows", [])
+    if not isinstance(rows, list) or len(rows) > MAX_ROWS:
+        raise SpecsimError(f"{f}.rows", type(rows).__name__, f"allowed: a list of at most {MAX_ROWS} objects")
+    for j, r in enumerate(rows):
+        if not isinstance(r, dict):
+            raise SpecsimError(f"{f}.rows.{j}", r, "allowed: an object")
+        yield j, r
 
 
 def _check_config_rows(it: dict, f: str) -> None:
@@ -162,13 +175,8 @@ def _check_config_rows(it: dict, f: str) -> None:
     from ..io.checks import check_int, check_number
     from ..physics.schema import Speculation, Workload, field_range
 
-    rows = it.get("rows", [])
-    if not isinstance(rows, list) or len(rows) > MAX_ROWS:
-        raise SpecsimError(f"{f}.rows", type(rows).__name__, f"allowed: a list of at most {MAX_ROWS} objects")
-    for j, r in enumerate(rows):
+    for j, r in _rows(it, f):
         g = f"{f}.rows.{j}"
-        if not isinstance(r, dict):
-            raise SpecsimError(g, r, "allowed: an object")
         if r.get("benchmark") is not None and not isinstance(r["benchmark"], str):
             raise SpecsimError(f"{g}.benchmark", r["benchmark"], "allowed: a name (text)")
         check_int(r.get("batch"), f"{g}.batch", *field_range(Workload, "batch"))
@@ -199,7 +207,8 @@ def score_sweep(sw: dict) -> SweepScore:
 
     sid = sw.get("id", "?")
     try:
-        get_model(sw["model"]), get_gpu(sw.get("gpu_preset") or sw["gpu"]), get_engine(sw.get("engine_preset") or sw["engine"])
+        gpu, engine = _presets(sw)
+        get_model(sw["model"]), get_gpu(gpu), get_engine(engine)
         kw = _predict_kw(sw)
     except (SpecsimError, KeyError, TypeError, ValueError) as exc:
         return SweepScore(sid, str(sw.get("model")), None, skipped=f"not expressible with the presets ({exc})")
@@ -246,13 +255,12 @@ def score_baselines(baselines: list[dict]) -> list[dict]:
         if not isinstance(tok, (int, float)) or not math.isfinite(tok) or tok <= 0:
             continue
         try:
-            p = predict(model=b["model"], gpu=b.get("gpu_preset") or b["gpu"], tp=int(b.get("tp") or 1),
-                        engine=b.get("engine_preset") or b["engine"],
+            gpu, engine = _presets(b)
+            p = predict(model=b["model"], gpu=gpu, tp=int(b.get("tp") or 1), engine=engine,
                         batch=int(b.get("batch") or 1), ctx=int(b.get("ctx") or DEFAULT_CTX))
         except (SpecsimError, KeyError, TypeError, ValueError):
             continue
-        out.append({"id": b.get("id"), "setup": f"{b['model']} {b.get('gpu_preset') or b['gpu']} TP{b.get('tp') or 1} "
-                                                f"{b.get('engine_preset') or b['engine']}",
+        out.append({"id": b.get("id"), "setup": f"{b['model']} {gpu} TP{b.get('tp') or 1} {engine}",
                     "published_tok_s": float(tok), "predicted_tok_s": p.baseline_tok_s,
                     "error_pct": 100 * (p.baseline_tok_s / float(tok) - 1), "fitted": False})
     return out
@@ -263,7 +271,7 @@ def _config_rows(group: dict, tp: int) -> list[dict]:
     from .predict import predict
     from .run import predict_run
 
-    gpu, engine, requests = group.get("gpu_preset") or group["gpu"], group.get("engine_preset") or group["engine"], group.get("requests")
+    (gpu, engine), requests = _presets(group), group.get("requests")
     ctx = int(group.get("ctx") or DEFAULT_CTX)
     fit = group.get("fit") if isinstance(group.get("fit"), dict) else {}
     fitted_trees = fit.get("rows") == "trees"  # those rows set an engine parameter: not held out
@@ -292,7 +300,7 @@ def score_configs(group: dict) -> ConfigScore:
 
     gid = group.get("id", "?")
     tp, requests = group.get("tp"), group.get("requests")
-    gpu, engine = group.get("gpu_preset") or group["gpu"], group.get("engine_preset") or group["engine"]
+    gpu, engine = _presets(group)
     setup = (f"{group['model']} {gpu} TP{tp if tp else '?'} {engine}" + (f", ctx {group['ctx']}" if group.get("ctx") else "")
              + (f", a run of {requests} requests" if requests else ""))
     try:
@@ -366,9 +374,10 @@ def held_out_errors(v: SweepValidation) -> list[float]:
     return [abs(r["error_pct"]) for s in v.sweeps for r in s.rows if not r["fitted"]]
 
 
-def config_errors(v: SweepValidation, tree: bool | None = None) -> list[float]:
-    """Absolute % errors of every held-out configuration; ``tree``: only topk > 1 (True) or chains (False)."""
-    return [abs(r["error_pct"]) for c in v.configs for r in c.rows
+def config_errors(v: SweepValidation, tree: bool | None = None, groups: list[ConfigScore] | None = None) -> list[float]:
+    """Absolute % errors of every held-out configuration (of ``groups``, default all); ``tree``: only topk > 1
+    (True) or chains (False)."""
+    return [abs(r["error_pct"]) for c in (v.configs if groups is None else groups) for r in c.rows
             if not r["fitted"] and (tree is None or (r["topk"] > 1) == tree)]
 
 
@@ -452,8 +461,7 @@ def sweeps_markdown(v: SweepValidation) -> str:
     if scored:
         rows = []
         for c in scored:
-            ch = [abs(r["error_pct"]) for r in c.rows if r["topk"] == 1 and not r["fitted"]]
-            tr = [abs(r["error_pct"]) for r in c.rows if r["topk"] > 1 and not r["fitted"]]
+            ch, tr = config_errors(v, False, [c]), config_errors(v, True, [c])
             fitted = sum(r["fitted"] for r in c.rows)
             rows.append([c.id, c.setup, _mape(ch), _mape(tr) if tr or not fitted else f"{fitted} rows fitted"])
         parts.append(table_markdown(["configurations (measured accept length)", "setup", "chains (topk 1), held out",

@@ -214,7 +214,6 @@ def build_scenario(
     check_tp(data["parallel"]["tp"], data["target"]["attention"]["num_heads"], data["draft"]["num_heads"])
     spec = data["speculation"]
     old_spec = dict(spec)  # the setting the scenario's accept length belongs to
-    old_steps = spec["steps"]
     if steps is not None:
         spec["steps"] = steps
     if topk is not None:
@@ -238,12 +237,12 @@ def build_scenario(
         if not accept_rates or any(not (0.0 <= r <= 1.0) for r in accept_rates):
             raise SpecsimError("accept-rates", accept_rates, "each rate must be in [0, 1]")
         data["acceptance"] = {"rates": list(accept_rates), "source": "user --accept-rates"}
-    elif old.get("accept_length") is not None and st != old_steps:
+    elif old.get("accept_length") is not None and st != old_spec["steps"]:
         # tau is tied to the steps it was measured at: carry the implied profile instead
         from ..physics.acceptance import rates_for
 
         base = scenario_from_dict({**data, "speculation": old_spec}, "scenario")
-        rates = rates_for(base, old_steps)
+        rates = rates_for(base, old_spec["steps"])
         data["acceptance"] = {"rates": [float(x) for x in rates], "source": old.get("source", "") + " (profile implied at the scenario's steps)"}
     elif fresh_acceptance:
         notes.append(f"acceptance: generic EAGLE-3 profile (paper Fig. 7, a well-trained head), not measured for "

@@ -72,12 +72,15 @@ class _Req:
                     return
 
 
-def _time_us(req: _Req, calls: int, repeats: int) -> float:
+def _fastest_us(fn, calls: int, repeats: int, before=None) -> float:
+    """us per ``fn()`` call, the fastest of ``repeats`` runs of ``calls`` calls (``before()`` ahead of each run)."""
     best = float("inf")
     for _ in range(repeats):  # the machine's other load only ever adds time: keep the fastest run
+        if before is not None:
+            before()
         t0 = time.perf_counter()
         for _ in range(calls):
-            req.check_finished()
+            fn()
         best = min(best, (time.perf_counter() - t0) / calls * 1e6)
     return best
 
@@ -97,8 +100,8 @@ def measure_stop_check(calls: int = 20_000, repeats: int = 7) -> dict:
     """One ``check_finished`` call with and without a stop string (us, fastest of ``repeats`` runs)."""
     tok = _tokenizer()  # MeasureError (one line) when transformers is not installed
     import transformers
-    with_stop = _time_us(_Req(tok, [STOP_STRING]), calls, repeats)
-    without = _time_us(_Req(tok, []), calls, repeats)
+    with_stop = _fastest_us(_Req(tok, [STOP_STRING]).check_finished, calls, repeats)
+    without = _fastest_us(_Req(tok, []).check_finished, calls, repeats)
     return {"check_finished_with_stop_string_us": round(with_stop, 3), "check_finished_no_stop_string_us": round(without, 3),
             "stop_string_decode_us": round(max(with_stop - without, 0.0), 3),
             "method": f"SGLang v0.4.4 Req.check_finished replayed over transformers.PreTrainedTokenizerFast; fastest of "
@@ -111,18 +114,11 @@ def measure_sync(torch, device: str, calls: int = 2_000, repeats: int = 7) -> di
     64 device ints, the GPU idle: the round trip an engine pays at each sync between phases."""
     x = torch.zeros(1, dtype=torch.int32, device=device)
     idx = torch.arange(64, dtype=torch.int32, device=device)
+    idle = torch.cuda.synchronize if device == "cuda" else None
 
     def best(fn) -> float:
-        fn()
-        out = float("inf")
-        for _ in range(repeats):
-            if device == "cuda":
-                torch.cuda.synchronize()
-            t0 = time.perf_counter()
-            for _ in range(calls):
-                fn()
-            out = min(out, (time.perf_counter() - t0) / calls * 1e6)
-        return out
+        fn()  # warm
+        return _fastest_us(fn, calls, repeats, before=idle)
 
     return {"item_idle_us": round(best(x.item), 3), "tolist_64_idle_us": round(best(idx.tolist), 3),
             "method": f"wall clock, fastest of {repeats} x {calls} calls, nothing else queued", "device": device,

@@ -129,8 +129,7 @@ def test_the_preset_plan_cost_is_what_its_fit_gives():
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     g, rows = mod.tree_rows()
-    res = [mod.residual_ms(g, r, 0.0) for r in rows]
-    fit = 1e3 * sum(x * k for x, k in res) / sum(k * k for _, k in res)
+    fit = mod.fit_plan_us(g, rows)
     assert get_engine("sglang").tree_plan_us == pytest.approx(fit, abs=0.06)
     left = [abs(mod.residual_ms(g, r, fit)[0]) for r in rows]
     assert max(left) < 0.15  # ms: one number per plan explains every tree row of the group

@@ -53,13 +53,18 @@ def residual_ms(g: dict, r: dict, plan_us: float) -> tuple[float, int]:
     return published_cycle - p.cycle_ms, r["steps"] + 1
 
 
+def fit_plan_us(g: dict, rows: list[dict]) -> float:
+    """The least-squares plan cost (us): the rows' cycle residuals without it over their plan counts."""
+    res = [residual_ms(g, r, 0.0) for r in rows]
+    return 1e3 * sum(x * k for x, k in res) / sum(k * k for _, k in res)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--write", action="store_true", help="write the fit into models/engines.json")
     args = ap.parse_args()
     g, rows = tree_rows()
-    res = [residual_ms(g, r, 0.0) for r in rows]
-    plan_us = 1e3 * sum(x * k for x, k in res) / sum(k * k for _, k in res)
+    plan_us = fit_plan_us(g, rows)
     print(f"tree_plan_us = {plan_us:.1f} us per plan ({len(rows)} rows; {SYNCS} extra syncs per cycle)")
     for r in rows:
         left, _ = residual_ms(g, r, plan_us)

@@ -65,8 +65,8 @@ DeviceOpt = typer.Option("cuda", "--device", hidden=True, help="cuda; cpu only t
 def gpu_cmd(
     out: str = typer.Option("gpu-profile.json", "--out", "-o", help="profile JSON to write"),
     sections: str = typer.Option("gemm,attention,topk,graph,copy", "--sections",
-                                 help="comma list of sections: gemm, attention, topk, graph, copy, host (the engine's "
-                                      "finish check on this CPU; needs transformers)"),
+                                 help="comma list of sections: gemm, attention, topk, graph, copy, host (a GPU->CPU "
+                                      "sync and the engine's finish check on this CPU; needs transformers)"),
     quick: bool = typer.Option(False, "--quick", help="a few points per section (smoke test, not a profile)"),
     budget_s: float = typer.Option(0.0, "--budget-s", help="wall-clock budget; points after it are skipped (0 = none)"),
     repeats: int = typer.Option(15, "--repeats", help="timed replays per point"),

@@ -1,0 +1,110 @@
+"""The cost model's kernels against the measured ones: routed-expert GEMMs and small kernels on the H200.
+
+    python calibration/kernels/compare.py [--engine sglang] [--points]
+
+For each point of ``calibration/datasets/h200-sglang-fused-moe.json`` (SGLang's fused MoE Triton
+kernel timed in a CUDA graph, :mod:`sglang_fused_moe`) the model's ``experts_gate_up`` /
+``experts_down`` operator of the same model preset, TP and token count on the ``h200`` preset is
+costed as it is inside a graph-replayed forward (its kernel floor, graph node gap, weight bytes at
+the engine's routed-expert bandwidth, padded-tile compute), plus the shared-expert GEMM where SGLang
+fuses that expert into the kernel: per-call modeled vs measured, and the error by shape. Then the small kernels of ``h200-small-kernels.json`` against the elementwise
+family's per-kernel cost. Nothing is fitted or written.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))
+
+from specsim.analysis.build import build_scenario  # noqa: E402
+from specsim.physics.cost import _op_parts  # noqa: E402
+from specsim.physics.operators import target_ops  # noqa: E402
+from specsim.physics.params import scenario_params  # noqa: E402
+
+DATA = ROOT / "calibration" / "datasets"
+#: the measured shape -> (model preset, TP)
+SHAPES = {"qwen3-30b-a3b tp1": ("qwen3-30b-a3b", 1), "qwen3-30b-a3b tp2": ("qwen3-30b-a3b", 2),
+          "qwen3-30b-a3b tp4": ("qwen3-30b-a3b", 4), "glm-4.7-flash tp1 (no tuned config)": ("glm-4.7-flash", 1),
+          "deepseek-v3 tp8 fp8 block": ("deepseek-v3", 8), "kimi-k2 tp8 fp8 block (no tuned config)": ("kimi-k2", 8)}
+OPS = {"gate_up": "experts_gate_up", "down": "experts_down"}
+#: SGLang fuses the shared expert into the routed kernel as one more expert (E = routed + 1); the model
+#: costs it as its own dense GEMM, so for those shapes the model's charge is the two operators together
+SHARED_OPS = {"gate_up": "shared_gate_up", "down": "shared_down"}
+
+
+def _per_call_us(p: dict, op) -> float:
+    """One kernel of ``op`` in a graph replay: floor + node gap + its parts (what ``_Acc.add`` charges)."""
+    parts = _op_parts(p, op)
+    return float(p["kernel_floor_us"] + p["graph_node_us"] + sum(float(v) for v in parts.values()))
+
+
+def _fused_shared(shape: str) -> bool:
+    """The measured kernel carries the shared expert (GLM-4.7-Flash, DeepSeek-V3, Kimi-K2 in SGLang)."""
+    return not shape.startswith("qwen3")
+
+
+def moe_rows(engine: str) -> list[dict]:
+    meas = json.loads((DATA / "h200-sglang-fused-moe.json").read_text())["points"]
+    rows = []
+    for pt in meas:
+        model, tp = SHAPES[pt["shape"]]
+        sc = build_scenario(model=model, gpu="h200", tp=tp, engine=engine, batch=int(pt["M"]), ctx=512)
+        p = scenario_params(sc)
+        ops = {o.name: o for o in target_ops(p, 1.0)}
+        us = _per_call_us(p, ops[OPS[pt["part"]]])
+        if _fused_shared(pt["shape"]):
+            us += _per_call_us(p, ops[SHARED_OPS[pt["part"]]])
+        rows.append({"shape": pt["shape"], "part": pt["part"], "M": pt["M"], "measured_us": pt["us"], "modeled_us": us,
+                     "error_pct": 100.0 * (us / pt["us"] - 1.0)})
+    return rows
+
+
+def small_rows(engine: str) -> list[dict]:
+    d = json.loads((DATA / "h200-small-kernels.json").read_text())
+    p = scenario_params(build_scenario(model="llama-3.1-8b", gpu="h200", tp=1, engine=engine))
+    us_per_byte = 1e6 / (p["hbm_bytes_per_s"] * p["elementwise_mem_efficiency"])
+    rows = []
+    for pt in d["points"]:
+        if pt["tokens"] == 0 or pt["tokens"] > 64:
+            continue
+        us = p["kernel_floor_us"] + p["graph_node_us"] + pt["bytes"] * us_per_byte
+        rows.append({"kernel": pt["kernel"], "tokens": pt["tokens"], "measured_us": pt["us"], "modeled_us": us,
+                     "error_pct": 100.0 * (us / pt["us"] - 1.0)})
+    return rows
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--engine", default="sglang")
+    ap.add_argument("--points", action="store_true", help="every point, not only the summary by shape")
+    a = ap.parse_args()
+    rows = moe_rows(a.engine)
+    print(f"routed-expert GEMMs, model ({a.engine} preset on h200) vs SGLang's fused MoE kernel measured on one H200")
+    print(f"{'shape':42s} {'part':8s} {'points':>6s} {'median err %':>12s} {'max |err| %':>11s}")
+    for shape in SHAPES:
+        for part in OPS:
+            errs = [r["error_pct"] for r in rows if r["shape"] == shape and r["part"] == part]
+            print(f"{shape:42s} {part:8s} {len(errs):6d} {statistics.median(errs):12.1f} {max(map(abs, errs)):11.1f}")
+    if a.points:
+        for r in rows:
+            print(f"  {r['shape']:42s} {r['part']:8s} M={r['M']:4d} measured {r['measured_us']:8.2f} us "
+                  f"modeled {r['modeled_us']:8.2f} us {r['error_pct']:+7.1f} %")
+    errs = [r["error_pct"] for r in rows]
+    print(f"all {len(errs)} points: MAPE {statistics.mean(map(abs, errs)):.1f} %, median {statistics.median(errs):+.1f} %")
+    small = small_rows(a.engine)
+    print("\nsmall kernels (1-64 tokens) in a CUDA graph, model's elementwise family vs measured")
+    for r in small:
+        print(f"  {r['kernel']:36s} tokens {r['tokens']:3d} measured {r['measured_us']:6.2f} us "
+              f"modeled {r['modeled_us']:6.2f} us {r['error_pct']:+7.1f} %")
+    errs = [r["error_pct"] for r in small]
+    print(f"all {len(errs)} points: median {statistics.median(errs):+.1f} %")
+
+
+if __name__ == "__main__":
+    main()

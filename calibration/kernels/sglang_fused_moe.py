@@ -1,0 +1,194 @@
+"""SGLang v0.5.6's fused MoE Triton kernel (gate_up and down GEMMs), timed in a CUDA graph vs tokens M.
+
+What the engine's routed-expert GEMMs cost on this GPU, at the per-rank shapes of Qwen3-30B-A3B
+(TP1/2/4, bf16, SGLang's tuned H200 configs), GLM-4.7-Flash (TP1, bf16, no tuned config: SGLang's
+default), DeepSeek-V3 (TP8, fp8 block-wise, tuned) and Kimi-K2 (TP8, fp8 block-wise, default). The
+kernel is ``sglang_fused_moe_kernel.py`` (verbatim); the token->expert alignment that SGLang's
+``moe_align_block_size`` CUDA op makes is built once on the host (same layout), so only the two
+GEMM kernels are timed. Random routing (uniform top-k; the shared expert fused as the last one
+where SGLang fuses it); four copies of the weights rotate so every call streams them from HBM.
+Needs torch and triton on a CUDA GPU (it never runs in CI):
+
+    python3 calibration/kernels/sglang_fused_moe.py OUT.json      # ONLY=fp8: the fp8 shapes only
+"""
+# ruff: noqa: B023  (each closure is captured into a CUDA graph in the iteration that defines it)
+import json
+import os
+import sys
+import time
+
+import torch
+import triton
+
+sys.path.insert(0, os.path.dirname(__file__))
+from sglang_fused_moe_kernel import fused_moe_kernel  # noqa: E402
+
+HERE = os.path.dirname(__file__)
+
+
+def default_config(M, E, fp8=False):  # get_default_config (v0.5.6): bf16 branch, fp8 block-wise branch
+    if fp8:
+        return {"BLOCK_SIZE_M": 64, "BLOCK_SIZE_N": 128, "BLOCK_SIZE_K": 128, "GROUP_SIZE_M": 32, "num_warps": 4,
+                "num_stages": 3}
+    if M <= E:
+        return {"BLOCK_SIZE_M": 16, "BLOCK_SIZE_N": 32, "BLOCK_SIZE_K": 64, "GROUP_SIZE_M": 1}
+    return {"BLOCK_SIZE_M": 64, "BLOCK_SIZE_N": 64, "BLOCK_SIZE_K": 32, "GROUP_SIZE_M": 8}
+
+
+def align(topk_ids, block, E):
+    """moe_align_block_size semantics in torch (host side, once): sorted ids padded per expert to block."""
+    flat = topk_ids.flatten().cpu()
+    n = flat.numel()
+    sorted_ids, expert_ids = [], []
+    for e in range(E):
+        idx = (flat == e).nonzero().flatten().tolist()
+        if not idx:
+            continue
+        pad = (-len(idx)) % block
+        idx = idx + [n] * pad
+        sorted_ids += idx
+        expert_ids += [e] * (len(idx) // block)
+    max_pad = n + (E + 1) * (block - 1)
+    total = len(sorted_ids)
+    sorted_ids += [n] * (max_pad - total)
+    expert_ids += [-1] * (triton.cdiv(max_pad, block) - len(expert_ids))
+    dev = topk_ids.device
+    return (torch.tensor(sorted_ids, dtype=torch.int32, device=dev), torch.tensor(expert_ids, dtype=torch.int32, device=dev),
+            torch.tensor([total], dtype=torch.int32, device=dev), total)
+
+
+def launch(A, B, C, topk_w, sorted_ids, expert_ids, ntp, num_valid, top_k, mul_w, cfg, a_s=None, b_s=None):
+    EM = sorted_ids.shape[0]
+    grid = (triton.cdiv(EM, cfg["BLOCK_SIZE_M"]) * triton.cdiv(B.shape[1], cfg["BLOCK_SIZE_N"]),)
+    fp8 = a_s is not None
+    fused_moe_kernel[grid](
+        A, None, B, None, None, C, a_s, b_s, topk_w, sorted_ids, expert_ids, ntp,
+        B.shape[1], B.shape[2], EM, num_valid,
+        A.stride(0), A.stride(1), B.stride(0), B.stride(2), B.stride(1), 0, 0, C.stride(-2), C.stride(-1),
+        a_s.stride(0) if fp8 else 0, a_s.stride(1) if fp8 else 0, b_s.stride(0) if fp8 else 0,
+        b_s.stride(2) if fp8 else 0, b_s.stride(1) if fp8 else 0, 128 if fp8 else 0, 128 if fp8 else 0,
+        MUL_ROUTED_WEIGHT=mul_w, top_k=top_k, compute_type=triton.language.bfloat16, use_fp8_w8a8=fp8,
+        use_int8_w8a8=False, use_int8_w8a16=False, per_channel_quant=False, even_Ks=(B.shape[2] % cfg["BLOCK_SIZE_K"] == 0),
+        c_sorted=False, filter_expert=True, **cfg)
+
+
+def graph_us(fn, n_calls=50, reps=11):
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):
+        for _ in range(3):
+            fn()
+    torch.cuda.current_stream().wait_stream(s)
+    torch.cuda.synchronize()
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        for _ in range(n_calls):
+            fn()
+    g.replay()
+    torch.cuda.synchronize()
+    t = []
+    for _ in range(reps):
+        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        a.record()
+        g.replay()
+        b.record()
+        torch.cuda.synchronize()
+        t.append(a.elapsed_time(b) * 1e3 / n_calls)
+    t.sort()
+    return t[len(t) // 2]
+
+
+def _provenance() -> dict:
+    import subprocess
+
+    try:
+        driver = subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
+                                capture_output=True, text=True, timeout=20).stdout.strip().splitlines()[0]
+    except Exception:  # no nvidia-smi: leave it out
+        driver = None
+    props = torch.cuda.get_device_properties(0)
+    return {"gpu": torch.cuda.get_device_name(), "sm_count": props.multi_processor_count, "driver": driver,
+            "cuda": torch.version.cuda, "torch": torch.__version__, "triton": triton.__version__,
+            "date_utc": time.strftime("%Y-%m-%dT%H:%MZ", time.gmtime()),
+            "command": " ".join(["python3", "calibration/kernels/" + os.path.basename(__file__)] + sys.argv[1:]),
+            "measured": True}
+
+
+def main():
+    dev = "cuda"
+    bf = torch.bfloat16
+    shapes = [
+        # name, E (incl. fused shared), routed E, N (per rank), K, topk routed, shared fused, config file
+        ("qwen3-30b-a3b tp1", 128, 128, 768, 2048, 8, False, "e128_n768_h200_bf16.json"),
+        ("qwen3-30b-a3b tp2", 128, 128, 384, 2048, 8, False, "e128_n384_h200_bf16.json"),
+        ("qwen3-30b-a3b tp4", 128, 128, 192, 2048, 8, False, "e128_n192_h200_bf16.json"),
+        ("glm-4.7-flash tp1 (no tuned config)", 65, 64, 1536, 2048, 4, True, None),
+        ("deepseek-v3 tp8 fp8 block", 257, 256, 256, 7168, 8, True, "e257_n256_h200_fp8_block128.json"),
+        ("kimi-k2 tp8 fp8 block (no tuned config)", 385, 384, 256, 7168, 8, True, None),
+    ]
+    only = os.environ.get("ONLY")
+    if only:
+        shapes = [s for s in shapes if only in s[0]]
+    ms = [1, 2, 4, 8, 16, 32, 64, 128, 192, 256, 512]
+    res = {"provenance": _provenance(),
+           "kernel": ("SGLang v0.5.6 fused_moe_kernel (Triton), bf16 and fp8 block-wise; tuned H200 configs from SGLang's "
+                      "configs folder where v0.5.6 has one (sglang_moe_configs/), else its get_default_config"),
+           "points": []}
+    # rotate over copies of the expert weights so that each call streams them from HBM (no L2 reuse across calls)
+    for name, E, Er, N, K, topk, shared, cfgf in shapes:
+        cfgs = None
+        if cfgf:
+            cfgs = {int(k): v for k, v in json.load(open(os.path.join(HERE, "sglang_moe_configs", cfgf))).items()}
+        fp8 = "fp8" in name
+        wdt = torch.float8_e4m3fn if fp8 else bf
+        copies = 4
+        w13 = [(torch.randn(E, 2 * N, K, dtype=bf, device=dev) * 0.02).to(wdt) for _ in range(copies)]
+        w2 = [(torch.randn(E, K, N, dtype=bf, device=dev) * 0.02).to(wdt) for _ in range(copies)]
+        b13_s = torch.rand(E, triton.cdiv(2 * N, 128), triton.cdiv(K, 128), device=dev) if fp8 else None
+        b2_s = torch.rand(E, triton.cdiv(K, 128), triton.cdiv(N, 128), device=dev) if fp8 else None
+        wbyte = 1 if fp8 else 2
+        gen = torch.Generator(device="cpu").manual_seed(0)
+        for M in ms:
+            tk = topk + int(shared)
+            ids = torch.stack([torch.randperm(Er, generator=gen)[:topk] for _ in range(M)])
+            if shared:
+                ids = torch.cat([ids, torch.full((M, 1), Er)], dim=1)
+            ids = ids.to(dev)
+            cfg = cfgs[min(cfgs, key=lambda x: abs(x - M))] if cfgs else default_config(M, E, fp8)
+            cfg = dict(cfg)
+            sorted_ids, expert_ids, ntp, total = align(ids, cfg["BLOCK_SIZE_M"], E)
+            A = torch.randn(M, K, dtype=bf, device=dev).to(wdt)
+            C1 = torch.empty(M, tk, 2 * N, dtype=bf, device=dev)
+            A2 = torch.randn(M * tk, N, dtype=bf, device=dev).to(wdt)
+            a1_s = torch.rand(M, triton.cdiv(K, 128), device=dev) if fp8 else None
+            a2_s = torch.rand(M * tk, triton.cdiv(N, 128), device=dev) if fp8 else None
+            C2 = torch.empty(M, tk, K, dtype=bf, device=dev)
+            tw = torch.rand(M, tk, device=dev)
+            state = {"i": 0}
+
+            def gate_up():
+                i = state["i"] = (state["i"] + 1) % copies
+                launch(A, w13[i], C1, tw, sorted_ids, expert_ids, ntp, M * tk, tk, False, cfg, a1_s, b13_s)
+
+            def down():
+                i = state["i"] = (state["i"] + 1) % copies
+                launch(A2, w2[i], C2, tw, sorted_ids, expert_ids, ntp, M * tk, 1, True, cfg, a2_s, b2_s)
+
+            distinct = int(torch.unique(ids).numel())
+            for part, fn, wbytes in (("gate_up", gate_up, distinct * 2 * N * K * wbyte), ("down", down, distinct * K * N * wbyte)):
+                try:
+                    us = graph_us(fn)
+                    res["points"].append({"shape": name, "part": part, "M": M, "experts_read": distinct, "weight_bytes": wbytes,
+                                          "padded_rows": total, "config": cfg, "us": us, "TB_s": wbytes / us / 1e6})
+                    print(f"{name:36s} {part:7s} M={M:4d} experts={distinct:3d} rows_padded={total:5d} "
+                          f"BM={cfg['BLOCK_SIZE_M']:3d} {us:8.2f} us {wbytes / us / 1e6:5.2f} TB/s", flush=True)
+                except Exception as exc:
+                    print("FAIL", name, part, M, type(exc).__name__, str(exc)[:300], flush=True)
+        w13 = w2 = b13_s = b2_s = None  # free this shape's weights before the next
+        torch.cuda.empty_cache()
+    with open(sys.argv[1] if len(sys.argv) > 1 else "moe_probe.json", "w") as f:
+        json.dump(res, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()

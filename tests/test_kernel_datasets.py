@@ -1,0 +1,77 @@
+"""The measured kernel datasets (calibration/kernels/, one H200) and the script that sets the model beside them."""
+
+import importlib.util
+import json
+from collections import defaultdict
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+DATA = ROOT / "calibration" / "datasets"
+H200_HBM_BYTES_PER_S = 4.8e12  # datasheet (models/gpus.json, h200)
+
+
+def _load(name: str) -> dict:
+    return json.loads((DATA / name).read_text())
+
+
+def _compare():
+    spec = importlib.util.spec_from_file_location("kernels_compare", ROOT / "calibration" / "kernels" / "compare.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+@pytest.mark.parametrize("name", ["h200-sglang-fused-moe.json", "h200-small-kernels.json"])
+def test_provenance_names_the_measured_gpu_and_command(name):
+    prov = _load(name)["provenance"]
+    assert prov["measured"] is True and prov["gpu"] == "NVIDIA H200"
+    assert prov["command"].startswith("python3 calibration/kernels/") and prov["date_utc"].startswith("2026-")
+    assert prov["torch"] and prov["triton"] and prov["driver"]
+
+
+def test_fused_moe_points_are_physical():
+    """No point moves its weights faster than the HBM datasheet, and at one tile config more tokens never take
+    much less time (where SGLang's tuned table switches tiles, e.g. BLOCK_SIZE_M 16 -> 32 at 256 tokens, it may)."""
+    pts = _load("h200-sglang-fused-moe.json")["points"]
+    assert len(pts) == 6 * 2 * 11
+    curves = defaultdict(list)
+    for p in pts:
+        assert 0 < p["weight_bytes"] / (p["us"] * 1e-6) <= H200_HBM_BYTES_PER_S
+        assert p["experts_read"] >= 1 and p["padded_rows"] % p["config"]["BLOCK_SIZE_M"] == 0
+        curves[(p["shape"], p["part"])].append((p["M"], p["us"], json.dumps(p["config"], sort_keys=True)))
+    compared = 0
+    for key, c in curves.items():
+        c.sort()
+        for (m0, t0, cfg0), (m1, t1, cfg1) in zip(c, c[1:]):
+            if cfg0 == cfg1:
+                compared += 1
+                assert t1 >= 0.9 * t0, (key, m0, m1, t0, t1)
+    assert compared >= 45  # of 120 neighbouring pairs (tuned tables change tiles often)
+
+
+def test_small_kernels_cost_at_least_the_bare_graph_node():
+    d = _load("h200-small-kernels.json")
+    floor = next(p["us"] for p in d["points"] if p["tokens"] == 0)  # the tiny add_ every captured kernel pays
+    assert 0.5 < floor < 3.0
+    assert all(p["us"] >= 0.95 * floor for p in d["points"])
+
+
+def test_compare_costs_each_operator_as_the_forward_does():
+    """The script's per-call charge equals the cost model's own row for that operator in a graph-replayed forward."""
+    from specsim.analysis.build import build_scenario
+    from specsim.physics.cost import evaluate_ops
+    from specsim.physics.operators import target_ops
+    from specsim.physics.params import scenario_params
+
+    cmp = _compare()
+    rows = cmp.moe_rows("sglang")
+    assert len(rows) == len(_load("h200-sglang-fused-moe.json")["points"])
+    row = next(r for r in rows if r["shape"] == "qwen3-30b-a3b tp1" and r["part"] == "gate_up" and r["M"] == 8)
+    p = scenario_params(build_scenario(model="qwen3-30b-a3b", gpu="h200", tp=1, engine="sglang", batch=8, ctx=512))
+    assert p["graph_verify"] == 1.0
+    out = evaluate_ops(p, target_ops(p, 1.0), 1.0, keep_rows=True)
+    op_row = next(r for r in out["rows"] if r["name"] == "experts_gate_up")
+    assert row["modeled_us"] == pytest.approx(float(op_row["us"]) / float(op_row["count"]), rel=1e-9)
+    assert len(cmp.small_rows("sglang")) == 28

@@ -15,13 +15,13 @@ Needs torch and triton on a CUDA GPU (it never runs in CI):
 import json
 import os
 import sys
-import time
 
 import torch
 import triton
 
 sys.path.insert(0, os.path.dirname(__file__))
 from sglang_fused_moe_kernel import fused_moe_kernel  # noqa: E402
+from small_kernels import _provenance  # noqa: E402
 
 HERE = os.path.dirname(__file__)
 
@@ -96,22 +96,6 @@ def graph_us(fn, n_calls=50, reps=11):
         t.append(a.elapsed_time(b) * 1e3 / n_calls)
     t.sort()
     return t[len(t) // 2]
-
-
-def _provenance() -> dict:
-    import subprocess
-
-    try:
-        driver = subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
-                                capture_output=True, text=True, timeout=20).stdout.strip().splitlines()[0]
-    except Exception:  # no nvidia-smi: leave it out
-        driver = None
-    props = torch.cuda.get_device_properties(0)
-    return {"gpu": torch.cuda.get_device_name(), "sm_count": props.multi_processor_count, "driver": driver,
-            "cuda": torch.version.cuda, "torch": torch.__version__, "triton": triton.__version__,
-            "date_utc": time.strftime("%Y-%m-%dT%H:%MZ", time.gmtime()),
-            "command": " ".join(["python3", "calibration/kernels/" + os.path.basename(__file__)] + sys.argv[1:]),
-            "measured": True}
 
 
 def main():

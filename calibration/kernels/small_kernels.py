@@ -100,6 +100,7 @@ def per_call_us(fn, n_calls=200, reps=15):
 
 
 def _provenance() -> dict:
+    """GPU, driver, CUDA, torch, Triton, UTC date and the command line of this run (for every kernel dataset)."""
     import subprocess
 
     try:
@@ -111,7 +112,7 @@ def _provenance() -> dict:
     return {"gpu": torch.cuda.get_device_name(), "sm_count": props.multi_processor_count, "driver": driver,
             "cuda": torch.version.cuda, "torch": torch.__version__, "triton": triton.__version__,
             "date_utc": time.strftime("%Y-%m-%dT%H:%MZ", time.gmtime()),
-            "command": " ".join(["python3", "calibration/kernels/" + os.path.basename(__file__)] + sys.argv[1:]),
+            "command": " ".join(["python3", "calibration/kernels/" + os.path.basename(sys.argv[0])] + sys.argv[1:]),
             "measured": True}
 
 

@@ -23,7 +23,7 @@ def _compare():
     return mod
 
 
-@pytest.mark.parametrize("name", ["h200-sglang-fused-moe.json", "h200-small-kernels.json"])
+@pytest.mark.parametrize("name", ["h200-sglang-fused-moe.json", "h200-small-kernels.json", "h200-kernel-sequence.json"])
 def test_provenance_names_the_measured_gpu_and_command(name):
     prov = _load(name)["provenance"]
     assert prov["measured"] is True and prov["gpu"] == "NVIDIA H200"
@@ -75,3 +75,12 @@ def test_compare_costs_each_operator_as_the_forward_does():
     op_row = next(r for r in out["rows"] if r["name"] == "experts_gate_up")
     assert row["modeled_us"] == pytest.approx(float(op_row["us"]) / float(op_row["count"]), rel=1e-9)
     assert len(cmp.small_rows("sglang")) == 28
+
+
+def test_kernel_sequence_adds_up():
+    """The mixed layer's excess over its kernels timed alone is what the dataset says, per kernel."""
+    d = _load("h200-kernel-sequence.json")
+    assert d["sum_alone_layer_us"] == pytest.approx(sum(d["alone_us"].values()))
+    per = (d["mixed_layer_us"] - d["sum_alone_layer_us"]) / d["kernels_per_layer"]
+    assert d["mixed_minus_sum_us_per_kernel"] == pytest.approx(per)
+    assert -1.0 < per < 3.0 and d["mixed_layer_us"] > 0.9 * d["sum_alone_layer_us"]

@@ -23,8 +23,8 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from specsim.analysis.build import build_scenario  # noqa: E402
-from specsim.physics.cost import _op_parts  # noqa: E402
-from specsim.physics.operators import target_ops  # noqa: E402
+from specsim.physics.cost import evaluate_ops  # noqa: E402
+from specsim.physics.operators import Op, target_ops  # noqa: E402
 from specsim.physics.params import scenario_params  # noqa: E402
 
 DATA = ROOT / "calibration" / "datasets"
@@ -38,10 +38,10 @@ OPS = {"gate_up": "experts_gate_up", "down": "experts_down"}
 SHARED_OPS = {"gate_up": "shared_gate_up", "down": "shared_down"}
 
 
-def _per_call_us(p: dict, op) -> float:
-    """One kernel of ``op`` in a graph replay: floor + node gap + its parts (what ``_Acc.add`` charges)."""
-    parts = _op_parts(p, op)
-    return float(p["kernel_floor_us"] + p["graph_node_us"] + sum(float(v) for v in parts.values()))
+def _per_call_us(p: dict, op: Op) -> float:
+    """What the cost model charges for one kernel of ``op`` in a graph replay (its row of the forward's table)."""
+    row = evaluate_ops(p, [op], 1.0, keep_rows=True)["rows"][0]
+    return float(row["us"]) / float(row["count"])
 
 
 def _fused_shared(shape: str) -> bool:
@@ -68,12 +68,11 @@ def moe_rows(engine: str) -> list[dict]:
 def small_rows(engine: str) -> list[dict]:
     d = json.loads((DATA / "h200-small-kernels.json").read_text())
     p = scenario_params(build_scenario(model="llama-3.1-8b", gpu="h200", tp=1, engine=engine))
-    us_per_byte = 1e6 / (p["hbm_bytes_per_s"] * p["elementwise_mem_efficiency"])
     rows = []
     for pt in d["points"]:
         if pt["tokens"] == 0 or pt["tokens"] > 64:
             continue
-        us = p["kernel_floor_us"] + p["graph_node_us"] + pt["bytes"] * us_per_byte
+        us = _per_call_us(p, Op(pt["kernel"], "elementwise", "misc", 1.0, act_bytes=float(pt["bytes"])))
         rows.append({"kernel": pt["kernel"], "tokens": pt["tokens"], "measured_us": pt["us"], "modeled_us": us,
                      "error_pct": 100.0 * (us / pt["us"] - 1.0)})
     return rows

@@ -156,7 +156,8 @@ def test_a_group_without_its_tp_reports_each_candidate_tp_apart(validation):
     assert g.skipped and not g.rows and sorted(g.tp_range) == [4, 8]
     assert all(x["rows"] == 35 and x["mape_pct"] > 0 for x in g.tp_range.values())
     held = config_errors(validation)
-    assert len(held) == sum(1 for c in validation.configs if not c.skipped for r in c.rows if not r["fitted"])
+    assert len(held) == sum(1 for c in validation.configs if not c.skipped for r in c.rows
+                            if not r["fitted"] and not r["source_reports_bug"])
 
 
 @pytest.mark.parametrize("bad", [4, [], [1, 2, 3, 4, 5, 6, 7, 8, 16], ["8"], [0]])
@@ -179,3 +180,31 @@ def test_a_tp_the_model_cannot_take_skips_the_group_not_the_run(run_json, tmp_pa
     odd, cands = run_json("validate", str(f))["configs"]
     assert "must divide" in odd["skipped"] and not odd["rows"]
     assert cands["tp_range"]["1"]["rows"] == 1 and "must divide" in cands["tp_range"]["3"]["error"]
+
+
+def test_runs_their_source_reports_as_a_bug_are_shown_not_scored(run_json, tmp_path, validation):
+    """vLLM#20780 files its own EAGLE-3 rows as a bug (EAGLE-3 barely beats EAGLE-1): the rows are computed and
+    shown, marked, and kept out of every held-out score; the EAGLE-1 rows of the same issue are scored."""
+    e3 = _group(validation, "vllm20780-eagle3")
+    e1 = _group(validation, "vllm20780-eagle1")
+    assert e3.source_reports_bug and "issues/20780" in e3.source_reports_bug and len(e3.rows) == 6
+    assert all(r["source_reports_bug"] for r in e3.rows) and not any(r["source_reports_bug"] for r in e1.rows)
+    assert config_errors(validation, groups=[e3]) == [] and len(config_errors(validation, groups=[e1])) == 6
+    body = {"kind": "throughput_sweeps", "configs": [{"id": "buggy", "model": "llama-3.1-8b", "gpu": "h200", "tp": 1,
+                                                       "engine": "sglang", "rows": [ROW],
+                                                       "source_reports_bug": {"url": "u", "quote": "slow"}}]}
+    f = tmp_path / "d.json"
+    f.write_text(json.dumps(body))
+    (c,) = run_json("validate", str(f))["configs"]
+    assert c["source_reports_bug"] == "u: slow" and c["rows"][0]["source_reports_bug"] is True
+
+
+@pytest.mark.parametrize("bad", ["a bug", {"url": "u"}, {"url": 3, "quote": "q"}])
+def test_hostile_bug_reports_are_one_line(run_cli, tmp_path, bad):
+    body = {"kind": "throughput_sweeps", "configs": [{"model": "llama-3.1-8b", "gpu": "h200", "tp": 1, "engine": "sglang",
+                                                       "rows": [ROW], "source_reports_bug": bad}]}
+    f = tmp_path / "d.json"
+    f.write_text(json.dumps(body))
+    code, _, err = run_cli("validate", str(f))
+    lines = [x for x in err.splitlines() if x.strip()]
+    assert code == 2 and len(lines) == 1 and "configs.0.source_reports_bug" in lines[0], err

@@ -45,6 +45,8 @@ class ConfigScore:
     skipped: str | None = None
     #: a group whose TP the source does not record, scored at each candidate TP: {tp: {rows, mape_pct, worst_pct}}
     tp_range: dict[int, dict] | None = None
+    #: the source itself reports these runs as a performance bug: rows shown, kept out of the held-out scores
+    source_reports_bug: str | None = None
 
     @property
     def worst_pct(self) -> float | None:
@@ -67,7 +69,9 @@ class SweepValidation:
                 "baselines": self.baselines,
                 "configs": [{"id": c.id, "setup": c.setup, "skipped": c.skipped, "worst_error_pct": c.worst_pct,
                              "rows": c.rows, **({"tp_range": {str(k): v for k, v in c.tp_range.items()}}
-                                                if c.tp_range else {})} for c in self.configs]}
+                                                if c.tp_range else {}),
+                             **({"source_reports_bug": c.source_reports_bug} if c.source_reports_bug else {})}
+                            for c in self.configs]}
 
 
 def _ctx(sw: dict) -> int:
@@ -140,6 +144,10 @@ def check_sweeps_dataset(d: dict) -> None:
                         raise SpecsimError(f"{f}.tp_candidates", cands, "allowed: a list of 1 to 8 TP sizes")
                     for j, t in enumerate(cands):
                         check_int(t, f"{f}.tp_candidates.{j}", *field_range(Parallel, "tp"))
+                bug = it.get("source_reports_bug")
+                if bug is not None and (not isinstance(bug, dict) or not isinstance(bug.get("url"), str)
+                                        or not isinstance(bug.get("quote"), str)):
+                    raise SpecsimError(f"{f}.source_reports_bug", bug, "allowed: an object with a 'url' and a 'quote' (text)")
                 _check_config_rows(it, f)
                 continue
             if key == "baselines":
@@ -307,11 +315,15 @@ def score_configs(group: dict) -> ConfigScore:
         get_model(group["model"]), get_gpu(gpu), get_engine(engine)
     except (SpecsimError, KeyError, TypeError, ValueError) as exc:
         return ConfigScore(gid, setup, skipped=f"not expressible with the presets ({exc})")
+    bug = group.get("source_reports_bug")
     if tp:
         try:
-            return ConfigScore(gid, setup, _config_rows(group, int(tp)))
+            rows = _config_rows(group, int(tp))
         except SpecsimError as exc:  # e.g. a TP that does not divide the heads: the group, not the run, fails
             return ConfigScore(gid, setup, skipped=f"not expressible with the presets ({exc})")
+        for r in rows:
+            r["source_reports_bug"] = bool(bug)
+        return ConfigScore(gid, setup, rows, source_reports_bug=f"{bug['url']}: {bug['quote']}" if bug else None)
     out = ConfigScore(gid, setup, skipped=f"TP not recorded: {group.get('tp_note') or 'no tp field'}")
     cands = group.get("tp_candidates") or []
     if cands:
@@ -378,7 +390,11 @@ def config_errors(v: SweepValidation, tree: bool | None = None, groups: list[Con
     """Absolute % errors of every held-out configuration (of ``groups``, default all); ``tree``: only topk > 1
     (True) or chains (False)."""
     return [abs(r["error_pct"]) for c in (v.configs if groups is None else groups) for r in c.rows
-            if not r["fitted"] and (tree is None or (r["topk"] > 1) == tree)]
+            if not r["fitted"] and not r.get("source_reports_bug") and (tree is None or (r["topk"] > 1) == tree)]
+
+
+def _row_status(r: dict) -> str:
+    return "fit" if r["fitted"] else ("bug (source)" if r.get("source_reports_bug") else "held out")
 
 
 def _tp_range_text(c: ConfigScore) -> str:
@@ -411,10 +427,11 @@ def sweeps_text(v: SweepValidation) -> str:
         if c.skipped:
             continue
         rows = [[r["benchmark"] or "-", r["batch"], f"{r['steps']},{r['topk']},{r['num_draft_tokens']}", r["accept_length"],
-                 r["published_speedup"], r["predicted_speedup"], r["error_pct"], "fit" if r["fitted"] else "held out"]
+                 r["published_speedup"], r["predicted_speedup"], r["error_pct"], _row_status(r)]
                 for r in c.rows]
+        note = "; its source reports these runs as a performance bug: shown, not scored" if c.source_reports_bug else ""
         parts.append(table_text(["benchmark", "batch", "steps,topk,tokens", "accept (measured)", "published x", "modeled x",
-                                 "error %", ""], rows, f"{c.id}: {c.setup}, the measured accept length in"))
+                                 "error %", ""], rows, f"{c.id}: {c.setup}, the measured accept length in{note}"))
     errs = held_out_errors(v)
     if errs:
         parts.append(f"held-out sweep rows: {len(errs)}, MAPE {sum(errs) / len(errs):.1f}%, worst {max(errs):.1f}%")
@@ -461,6 +478,10 @@ def sweeps_markdown(v: SweepValidation) -> str:
     if scored:
         rows = []
         for c in scored:
+            if c.source_reports_bug:
+                errs = [abs(r["error_pct"]) for r in c.rows]
+                rows.append([c.id, c.setup, f"the source reports a performance bug, not scored ({_mape(errs)})", "-"])
+                continue
             ch, tr = config_errors(v, False, [c]), config_errors(v, True, [c])
             fitted = sum(r["fitted"] for r in c.rows)
             rows.append([c.id, c.setup, _mape(ch), _mape(tr) if tr or not fitted else f"{fitted} rows fitted"])

@@ -157,7 +157,7 @@ def test_a_group_without_its_tp_reports_each_candidate_tp_apart(validation):
     assert all(x["rows"] == 35 and x["mape_pct"] > 0 for x in g.tp_range.values())
     held = config_errors(validation)
     assert len(held) == sum(1 for c in validation.configs if not c.skipped for r in c.rows
-                            if not r["fitted"] and not r["source_reports_bug"])
+                            if not r["fitted"] and not r["reported_as_bug"])
 
 
 @pytest.mark.parametrize("bad", [4, [], [1, 2, 3, 4, 5, 6, 7, 8, 16], ["8"], [0]])
@@ -188,7 +188,8 @@ def test_runs_their_source_reports_as_a_bug_are_shown_not_scored(run_json, tmp_p
     e3 = _group(validation, "vllm20780-eagle3")
     e1 = _group(validation, "vllm20780-eagle1")
     assert e3.source_reports_bug and "issues/20780" in e3.source_reports_bug and len(e3.rows) == 6
-    assert all(r["source_reports_bug"] for r in e3.rows) and not any(r["source_reports_bug"] for r in e1.rows)
+    assert all(r["reported_as_bug"] for r in e3.rows) and not any(r["reported_as_bug"] for r in e1.rows)
+    assert e3.worst_pct is None and e1.worst_pct == max(config_errors(validation, groups=[e1]))
     assert config_errors(validation, groups=[e3]) == [] and len(config_errors(validation, groups=[e1])) == 6
     body = {"kind": "throughput_sweeps", "configs": [{"id": "buggy", "model": "llama-3.1-8b", "gpu": "h200", "tp": 1,
                                                        "engine": "sglang", "rows": [ROW],
@@ -196,7 +197,8 @@ def test_runs_their_source_reports_as_a_bug_are_shown_not_scored(run_json, tmp_p
     f = tmp_path / "d.json"
     f.write_text(json.dumps(body))
     (c,) = run_json("validate", str(f))["configs"]
-    assert c["source_reports_bug"] == "u: slow" and c["rows"][0]["source_reports_bug"] is True
+    assert c["source_reports_bug"] == "u: slow" and c["rows"][0]["reported_as_bug"] is True
+    assert c["worst_error_pct"] is None  # a row its source files as a bug is no score
 
 
 @pytest.mark.parametrize("bad", ["a bug", {"url": "u"}, {"url": 3, "quote": "q"}])

@@ -4,9 +4,9 @@ A real forward replays a CUDA graph of ~10-20 different kernels per layer, one a
 ``small_kernels.py`` times each kernel repeated back to back. Here the kernels of a Llama-3.1-8B
 decode layer at batch 1 (add + RMSNorm, the qkv GEMM, rotary, KV store, attention stand-in
 (SDPA over a 1024-token cache), the o GEMM, add + RMSNorm, gate_up GEMM, SiLU x mul, down GEMM)
-are captured (a) each one 100 times alone and (b) as 32 layers in order, with every layer's
-weights its own (HBM-resident, as in a forward). ``mixed_minus_sum_us`` is (b) minus the sum of
-(a) over the same kernels: the cost of switching kernels, per kernel. Needs torch and triton on
+are captured (a) each one 32 times alone (one per layer, each layer's own weights) and (b) as 32
+layers in order (HBM-resident weights, as in a forward). ``mixed_minus_sum_us_per_kernel`` is (b)
+minus the sum of (a), over the kernels one layer launches (counted with the torch profiler). Needs torch and triton on
 a CUDA GPU (it never runs in CI):
 
     python3 calibration/kernels/kernel_sequence.py OUT.json
@@ -50,6 +50,21 @@ def graph_us(fns, n_rep=1, reps=11):
         t.append(a.elapsed_time(b) * 1e3)
     t.sort()
     return t[len(t) // 2]
+
+
+def _kernels_launched(fns) -> list[str]:
+    """Names of the GPU kernels that running ``fns`` once launches (torch profiler, CUDA activity)."""
+    from torch.profiler import ProfilerActivity, profile
+
+    for f in fns:  # warm: compile / autotune outside the count
+        f()
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        for f in fns:
+            f()
+        torch.cuda.synchronize()
+    return [e.name for e in prof.events() if e.device_type.name == "CUDA" and "memcpy" not in e.name.lower()
+            and "memset" not in e.name.lower()]
 
 
 def main():
@@ -111,7 +126,8 @@ def main():
     summed = sum(res["alone_us"].values())
     res["mixed_layer_us"] = mixed
     res["sum_alone_layer_us"] = summed
-    res["kernels_per_layer"] = len(names) + 1  # SDPA is two kernels (attention + the copy into place)
+    res["kernel_names"] = _kernels_launched([f for _, f in layer(0)])
+    res["kernels_per_layer"] = len(res["kernel_names"])
     res["mixed_minus_sum_us_per_kernel"] = (mixed - summed) / res["kernels_per_layer"]
     print(f"layer mixed {mixed:.2f} us, sum alone {summed:.2f} us, per kernel {res['mixed_minus_sum_us_per_kernel']:+.2f} us",
           flush=True)

@@ -3,6 +3,9 @@
 What the engine's routed-expert GEMMs cost on this GPU, at the per-rank shapes of Qwen3-30B-A3B
 (TP1/2/4, bf16, SGLang's tuned H200 configs), GLM-4.7-Flash (TP1, bf16, no tuned config: SGLang's
 default), DeepSeek-V3 (TP8, fp8 block-wise, tuned) and Kimi-K2 (TP8, fp8 block-wise, default). The
+shared expert rides in the kernel as one more expert where SGLang v0.5.6 fuses it (DeepSeek-V3:
+``deepseek_v2.py`` ``determine_num_fused_shared_experts`` requires 256 routed experts; GLM-4.7-Flash:
+``glm4_moe.py`` of the fork) and not for Kimi-K2 (384 routed: not fused). The
 kernel is ``sglang_fused_moe_kernel.py`` (verbatim); the token->expert alignment that SGLang's
 ``moe_align_block_size`` CUDA op makes is built once on the host (same layout), so only the two
 GEMM kernels are timed. Random routing (uniform top-k; the shared expert fused as the last one
@@ -108,7 +111,9 @@ def main():
         ("qwen3-30b-a3b tp4", 128, 128, 192, 2048, 8, False, "e128_n192_h200_bf16.json"),
         ("glm-4.7-flash tp1 (no tuned config)", 65, 64, 1536, 2048, 4, True, None),
         ("deepseek-v3 tp8 fp8 block", 257, 256, 256, 7168, 8, True, "e257_n256_h200_fp8_block128.json"),
-        ("kimi-k2 tp8 fp8 block (no tuned config)", 385, 384, 256, 7168, 8, True, None),
+        # SGLang v0.5.6 fuses the shared expert only for DeepSeek V3/R1 (n_routed_experts == 256,
+        # deepseek_v2.py determine_num_fused_shared_experts); GLM-4.7-Flash's glm4_moe.py fuses it too
+        ("kimi-k2 tp8 fp8 block (no tuned config)", 384, 384, 256, 7168, 8, False, None),
     ]
     only = os.environ.get("ONLY")
     if only:
@@ -162,7 +167,8 @@ def main():
             for part, fn, wbytes in (("gate_up", gate_up, distinct * 2 * N * K * wbyte), ("down", down, distinct * K * N * wbyte)):
                 try:
                     us = graph_us(fn)
-                    res["points"].append({"shape": name, "part": part, "M": M, "experts_read": distinct, "weight_bytes": wbytes,
+                    res["points"].append({"shape": name, "part": part, "M": M, "shared_expert_fused": shared,
+                                          "experts_read": distinct, "weight_bytes": wbytes,
                                           "padded_rows": total, "config": cfg, "us": us, "TB_s": wbytes / us / 1e6})
                     print(f"{name:36s} {part:7s} M={M:4d} experts={distinct:3d} rows_padded={total:5d} "
                           f"BM={cfg['BLOCK_SIZE_M']:3d} {us:8.2f} us {wbytes / us / 1e6:5.2f} TB/s", flush=True)

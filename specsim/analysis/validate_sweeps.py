@@ -50,7 +50,8 @@ class ConfigScore:
 
     @property
     def worst_pct(self) -> float | None:
-        return max((abs(r["error_pct"]) for r in self.rows), default=None)
+        """The worst held-out row (rows fitted or filed as a bug by their source are not scores)."""
+        return max((abs(r["error_pct"]) for r in self.rows if not r["fitted"] and not r["reported_as_bug"]), default=None)
 
 
 @dataclass
@@ -295,7 +296,7 @@ def _config_rows(group: dict, tp: int) -> list[dict]:
                     "topk": int(r["topk"]), "num_draft_tokens": int(r["num_draft_tokens"]),
                     "accept_length": float(r["accept_length"]), "published_speedup": pub,
                     "predicted_speedup": x, "error_pct": 100 * (x / pub - 1),
-                    "fitted": bool(fitted_trees and int(r["topk"]) > 1),
+                    "fitted": bool(fitted_trees and int(r["topk"]) > 1), "reported_as_bug": False,
                     "kind": "modeled vs published (measured accept length)"})
     return out
 
@@ -322,9 +323,10 @@ def score_configs(group: dict) -> ConfigScore:
         except SpecsimError as exc:  # e.g. a TP that does not divide the heads: the group, not the run, fails
             return ConfigScore(gid, setup, skipped=f"not expressible with the presets ({exc})")
         for r in rows:
-            r["source_reports_bug"] = bool(bug)
+            r["reported_as_bug"] = bool(bug)
         return ConfigScore(gid, setup, rows, source_reports_bug=f"{bug['url']}: {bug['quote']}" if bug else None)
-    out = ConfigScore(gid, setup, skipped=f"TP not recorded: {group.get('tp_note') or 'no tp field'}")
+    out = ConfigScore(gid, setup, skipped=f"TP not recorded: {group.get('tp_note') or 'no tp field'}",
+                      source_reports_bug=f"{bug['url']}: {bug['quote']}" if bug else None)
     cands = group.get("tp_candidates") or []
     if cands:
         out.tp_range = {}
@@ -390,11 +392,11 @@ def config_errors(v: SweepValidation, tree: bool | None = None, groups: list[Con
     """Absolute % errors of every held-out configuration (of ``groups``, default all); ``tree``: only topk > 1
     (True) or chains (False)."""
     return [abs(r["error_pct"]) for c in (v.configs if groups is None else groups) for r in c.rows
-            if not r["fitted"] and not r.get("source_reports_bug") and (tree is None or (r["topk"] > 1) == tree)]
+            if not r["fitted"] and not r["reported_as_bug"] and (tree is None or (r["topk"] > 1) == tree)]
 
 
 def _row_status(r: dict) -> str:
-    return "fit" if r["fitted"] else ("bug (source)" if r.get("source_reports_bug") else "held out")
+    return "fit" if r["fitted"] else ("bug (source)" if r["reported_as_bug"] else "held out")
 
 
 def _tp_range_text(c: ConfigScore) -> str:
@@ -479,8 +481,8 @@ def sweeps_markdown(v: SweepValidation) -> str:
         rows = []
         for c in scored:
             if c.source_reports_bug:
-                errs = [abs(r["error_pct"]) for r in c.rows]
-                rows.append([c.id, c.setup, f"the source reports a performance bug, not scored ({_mape(errs)})", "-"])
+                shown = _mape([abs(r["error_pct"]) for r in c.rows])  # shown, not a held-out score
+                rows.append([c.id, c.setup, f"the source reports a performance bug, not scored ({shown})", "-"])
                 continue
             ch, tr = config_errors(v, False, [c]), config_errors(v, True, [c])
             fitted = sum(r["fitted"] for r in c.rows)

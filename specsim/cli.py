@@ -20,6 +20,9 @@ app = typer.Typer(
     help="specsim: predict speculative-decoding (EAGLE-3) tok/s from physics, calibrated by a few timings.",
 )
 
+MAX_RESIDUAL_ROWS = 40  # residual rows calibrate prints (a log can give one point per record)
+MAX_REPORT_ACCEPT_LENGTHS = 64  # accept lengths one report compares
+
 
 def _mount_measure() -> None:
     """``specsim measure ...``: the GPU micro-benchmarks (torch is imported only when one runs)."""
@@ -394,8 +397,11 @@ def calibrate(
         typer.echo(table_text(["parameter", "fitted", "unit", "prior", "90% range", "pinned by data"], result.table_rows(),
                               f"calibrated {result.scenario.name}"))
         typer.echo("")
+        shown = result.residuals[:MAX_RESIDUAL_ROWS]
         typer.echo(table_text(["point", "measured ms", "model ms", "residual %"],
-                              [[r["what"], r["ms"], r["model_ms"], r["error_pct"]] for r in result.residuals], "residuals"))
+                              [[r["what"], r["ms"], r["model_ms"], r["error_pct"]] for r in shown], "residuals"))
+        if len(result.residuals) > len(shown):
+            typer.echo(f"... {len(result.residuals) - len(shown):,} more points (--json lists every one)")
         if ingest_note:
             typer.echo(ingest_note)
         for w in result.warnings:
@@ -534,10 +540,13 @@ def sweep(
         _fail(f"top: got {top}; must be an integer >= 1")
     profiles = None
     if accept_rates is not None:
-        profiles = [_floats(x, "accept-rates") for x in accept_rates.split(";") if x.strip()]
-        if not profiles:
-            _fail(f"accept-rates: got {accept_rates!r}; expected at least one profile")
-    gpus = [g.strip() for g in gpu.split(",") if g.strip()] if gpu is not None else None
+        chunks = accept_rates.split(";")
+        if not accept_rates.strip() or any(not x.strip() for x in chunks):
+            _fail(f"accept-rates: got {accept_rates!r}; expected profiles separated by ';', none empty")
+        profiles = [_floats(x, "accept-rates") for x in chunks]
+    gpus = [g.strip() for g in gpu.split(",")] if gpu is not None else None
+    if gpus is not None and any(not g for g in gpus):
+        _fail(f"gpu: got {gpu!r}; an empty name between commas; allowed: e.g. h100,h200")
     tps = _ints(tp, "tp") if tp else None
     batches = _ints(batch, "batch") if batch else None
     ctxs = _ints(ctx, "ctx") if ctx else None
@@ -800,10 +809,13 @@ def report(
     if fmt is None and suffix not in (".html", ".htm", ".md", ".markdown"):
         _fail(f"out: got {str(out)!r}; use a .html or .md file name, or give --format html|md")
     check_output(out)
+    taus = _floats(accept_lengths, "accept-lengths")
+    if taus is not None and len(taus) > MAX_REPORT_ACCEPT_LENGTHS:  # each adds a sweep and a table row
+        _fail(f"accept-lengths: got {len(taus):,} values; allowed at most {MAX_REPORT_ACCEPT_LENGTHS}")
     scenario, kw = _split_scenario(deploy or {})
     sc = build_scenario(scenario, **kw)
     used = write_report(out, fmt=fmt, scenario=sc, sweep_steps=_ints(sweep, "sweep"),
-                        accept_lengths=_floats(accept_lengths, "accept-lengths"), training_target_samples=samples,
+                        accept_lengths=taus, training_target_samples=samples,
                         training_current_samples=now)
     typer.echo(f"wrote {out} ({used})", err=True)
 
@@ -842,8 +854,13 @@ def main(argv: list[str] | None = None) -> None:
             if msg:  # no-args help has already been shown and carries no message
                 typer.echo(f"error: {msg}", err=True)
             sys.exit(getattr(exc, "exit_code", 2) or 2)
+        if isinstance(exc, OSError) and exc.filename is not None:  # a file name the system refuses (too long, ...)
+            from .errors import short_repr
+
+            typer.echo(f"error: file: got {short_repr(str(exc.filename))}; {exc.strerror or 'cannot be used'}", err=True)
+            sys.exit(2)
         if isinstance(exc, (OSError, ValueError)):
-            typer.echo(f"error: {one_line(exc)}", err=True)
+            typer.echo(f"error: {one_line(exc)[:400]}", err=True)
             sys.exit(2)
         raise
     sys.exit(rv if isinstance(rv, int) else 0)

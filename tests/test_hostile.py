@@ -465,3 +465,117 @@ def test_sweep_csv_is_columns_to_csv(kw, monkeypatch):
     want = columns_to_csv(list(sw.COLUMNS), cols, {sw.COLUMNS.index("gpu"): res.gpu_names})
     assert res.to_csv() == want
     assert want.count("\n") == res.n + 1
+
+
+# ------------------------------------------------------------------ session-5 fuzzing (helper battery)
+def _one_line_exit_2(run_cli, *args, field: str):
+    code, _, err = run_cli(*args)
+    lines = [x for x in err.splitlines() if x.strip()]
+    assert code == 2 and len(lines) == 1 and field in lines[0] and "Traceback" not in err, err
+    return lines[0]
+
+
+@pytest.mark.parametrize("measured,field", [(5, "provenance"), ("x", "provenance"), ({"a": True}, "provenance"),
+                                            ({"a": [1]}, "provenance")])
+def test_a_scenario_whose_measurements_are_not_a_record_is_one_line(run_cli, tmp_path, measured, field):
+    """provenance.measured is shown beside the model: an int there gave a TypeError traceback in predict."""
+    d = json.loads((ROOT / "calibration" / "scenarios" / "kimi-k2.5-seed.json").read_text())
+    d["provenance"]["measured"] = measured
+    f = tmp_path / "s.json"
+    f.write_text(json.dumps(d))
+    _one_line_exit_2(run_cli, "predict", "-s", str(f), field=field)
+    d["provenance"]["measured"] = {"baseline_tok_s": 88.8, "note": "text is fine", "missing": None}
+    f.write_text(json.dumps(d))
+    code, _, err = run_cli("predict", "-s", str(f))
+    assert code == 0, err
+
+
+@pytest.mark.parametrize("extra,field", [({"eager_allreduce": 3}, "eager_allreduce"), ({"engine": 5}, "engine"),
+                                         ({"engine": [1, 2]}, "engine"), ({"engine": "x"}, "engine"),
+                                         ({"graph": "yes"}, "graph"), ({"moe_kernel": 1}, "moe_kernel")])
+def test_hostile_dataset_deployment_fields_are_one_line(run_cli, tmp_path, extra, field):
+    """A dataset's engine overrides and preset names: a number there gave an AttributeError/TypeError traceback."""
+    d = json.loads((ROOT / "calibration" / "datasets" / "kimi-k2.5-seed.json").read_text())
+    d.update(extra)
+    f = tmp_path / "d.json"
+    f.write_text(json.dumps(d))
+    _one_line_exit_2(run_cli, "validate", str(f), field=field)
+
+
+def test_a_mapping_of_numbers_refuses_booleans(run_cli, tmp_path):
+    """gpu.peak_flops maps dtypes to FLOP/s: true there was read as 1 FLOP/s and predicted 0 tok/s."""
+    d = json.loads((ROOT / "calibration" / "scenarios" / "kimi-k2.5-seed.json").read_text())
+    d["gpu"]["peak_flops"]["bf16"] = True
+    f = tmp_path / "s.json"
+    f.write_text(json.dumps(d))
+    _one_line_exit_2(run_cli, "predict", "-s", str(f), field="peak_flops")
+
+
+@pytest.mark.parametrize("args,field", [(("predict", "--accept-rates", "0.8,,0.4"), "accept-rates"),
+                                        (("predict", "--accept-rates", "0.8,0.4,"), "accept-rates"),
+                                        (("verify", "--tokens", "1,,3"), "tokens"),
+                                        (("sweep", "--steps", "1,,3"), "steps"),
+                                        (("sweep", "--gpu", "h100,,h200"), "gpu"),
+                                        (("sweep", "--gpu", ""), "gpu"),
+                                        (("sweep", "--accept-rates", "0.8,0.6;;0.7"), "accept-rates"),
+                                        (("validate", "kimi-k2.5-seed", "--fit", "1,,3"), "fit")])
+def test_an_empty_list_item_is_refused_not_dropped(run_cli, args, field):
+    """Dropping the empty item would shift every later position (0.8,,0.4 read as two rates)."""
+    _one_line_exit_2(run_cli, *args, field=field)
+
+
+def test_tree_sweeps_are_bounded_by_their_combinations(run_cli):
+    """Each (steps, topk, draft tokens) combination evaluates the whole grid: 64 x 64 x 200 ran for minutes and
+    64 x 64 x 4096 used 1 GB just to count itself; both are refused at once."""
+    from specsim.analysis.sweep import MAX_SWEEP_COMBOS
+
+    for dt in ("1-200", "1-4096"):
+        t0 = time.perf_counter()
+        line = _one_line_exit_2(run_cli, "sweep", "--steps", "1-64", "--topk", "1-64", "--draft-tokens", dt, field="sweep")
+        assert f"{MAX_SWEEP_COMBOS:,}" in line and time.perf_counter() - t0 < 5.0
+
+
+def test_report_accept_lengths_are_bounded(run_cli, tmp_path):
+    out = tmp_path / "r.md"
+    _one_line_exit_2(run_cli, "report", "--out", str(out), "--accept-lengths", ",".join(["2.0"] * 65), field="accept-lengths")
+    assert not out.exists()
+
+
+def test_piped_standard_input_is_bounded(monkeypatch):
+    """ingest - < /dev/zero read for ever (no newline ever comes); a piped log is capped."""
+    import io
+
+    from specsim.io import safe_read
+
+    monkeypatch.setattr(safe_read, "MAX_STDIN_BYTES", 10_000)
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(b"\0" * 50_000)))
+    with pytest.raises(SpecsimError, match="standard input gave more than"):
+        for _ in safe_read.iter_lines("-", max_line=100, chunk=1000):
+            pass
+
+
+def test_a_file_name_the_system_refuses_is_one_short_line(run_cli):
+    line = _one_line_exit_2(run_cli, "predict", "--scenario", "x" * 5000, field="file")
+    assert len(line) < 300 and "too long" in line
+
+
+def test_measured_cycles_of_a_log_cost_one_array_evaluation_per_topk():
+    """calibrate --from-log costs every cycle record; they are evaluated together (equal to one at a time)."""
+    import numpy as np
+
+    from specsim.analysis import calibrate as cal
+    from specsim.analysis.build import build_scenario
+    from specsim.physics.cycle import cycle_ms, cycle_phases_ms
+    from specsim.physics.params import scenario_params
+
+    p = scenario_params(build_scenario(None))
+    cycles = [{"steps": s, "topk": k, "batch": b, "num_draft_tokens": (s + 1) if k == 1 else 2 * s + 1,
+               "accept_length": 1.0 + 0.5 * s, "cycle_ms": 10.0}
+              for s, k, b in [(1, 1, 1), (3, 1, 8), (3, 4, 2), (5, 2, 16), (2, 1, 64), (4, 4, 1)]]
+    one_by_one = []
+    for c in cycles:
+        q = dict(p)
+        q.update(steps=float(c["steps"]), topk=float(c["topk"]), batch=float(c["batch"]),
+                 num_draft_tokens=float(c["num_draft_tokens"]))
+        one_by_one.append(float(cycle_ms(cycle_phases_ms(q, c["accept_length"]))))
+    assert np.array_equal(cal._cycle_values(p, cycles), np.array(one_by_one))

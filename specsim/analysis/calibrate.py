@@ -204,12 +204,25 @@ def _model_values(p: dict, verify_pts, baseline_ms, cycles) -> np.ndarray:
         out.extend(np.broadcast_to(vb, toks.shape).tolist())
     if baseline_ms is not None:
         out.append(float(baseline_step_ms(p)["total"]))
-    for c in cycles:
+    return np.concatenate([np.asarray(out, dtype=float), _cycle_values(p, cycles)])
+
+
+def _cycle_values(p: dict, cycles: list[dict]) -> np.ndarray:
+    """Modeled cycle ms of every measured cycle: one array evaluation per tree width (topk is a code-path
+    switch, so chains and each topk run apart), whatever the number of cycles a log gives."""
+    out = np.empty(len(cycles))
+    by_topk: dict[float, list[int]] = {}
+    for i, c in enumerate(cycles):
+        by_topk.setdefault(float(c.get("topk") or 1), []).append(i)
+    for topk, idx in by_topk.items():
+        sel = [cycles[i] for i in idx]
+        steps = np.array([float(c["steps"]) for c in sel])
         q = dict(p)
-        q.update(steps=float(c["steps"]), topk=float(c.get("topk") or 1), batch=float(c.get("batch") or p["batch"]))
-        q["num_draft_tokens"] = float(c.get("num_draft_tokens") or (c["steps"] + 1))
-        out.append(float(cycle_ms(cycle_phases_ms(q, float(c["accept_length"])))))
-    return np.array(out)
+        q.update(steps=steps, topk=topk, batch=np.array([float(c.get("batch") or p["batch"]) for c in sel]),
+                 num_draft_tokens=np.array([float(c.get("num_draft_tokens") or (c["steps"] + 1)) for c in sel]))
+        tau = np.array([float(c["accept_length"]) for c in sel])
+        out[idx] = np.broadcast_to(cycle_ms(cycle_phases_ms(q, tau)), (len(sel),))
+    return out
 
 
 def fit(

@@ -23,6 +23,7 @@ from .build import build_scenario, check_tp
 
 MAX_STEPS = 64  # = the schema's Speculation.steps upper bound (checked in tests)
 MAX_SWEEP_POINTS = 10_000_000  # configurations in one sweep (~100 bytes of columns each)
+MAX_SWEEP_COMBOS = 2_000  # (steps, topk, draft_tokens) combinations: each one evaluates the whole grid
 AXES = ("accept", "tp", "batch", "ctx", "gpu", "allreduce_scale")
 COLUMNS = ("steps", "topk", "draft_tokens", "accept_length", "tp", "batch", "ctx", "gpu", "allreduce_scale",
            "tok_s", "baseline_tok_s", "speedup", "cycle_ms", "verify_ms")
@@ -245,6 +246,10 @@ def sweep(
             d = draft_tokens_for(s, k, req)
             if d is not None:
                 combos.append((s, k, d))
+                if len(combos) > MAX_SWEEP_COMBOS:  # each is one evaluation of the whole grid (~1 ms)
+                    raise SpecsimError("sweep", f"more than {MAX_SWEEP_COMBOS:,} (steps, topk, draft_tokens) combinations",
+                                       f"allowed at most {MAX_SWEEP_COMBOS:,} per sweep; narrow --steps, --topk or "
+                                       "--draft-tokens, or split the sweep")
     if not combos:
         raise SpecsimError("draft-tokens", draft_tokens, "no (steps, topk, draft_tokens) combination is valid: need draft_tokens-1 <= topk+(steps-1)*topk^2")
     total = len(combos) * int(np.prod(full))

@@ -26,6 +26,18 @@ MAX_SAMPLES = 1e13
 _INT_TOKEN_RE = re.compile(r"[+-]?[0-9]+", re.ASCII)
 
 
+def _items(text: str, field: str) -> list[str]:
+    """The comma-separated items of a flag (spaces ignored); an empty item is refused, since dropping it
+    would shift every later position (``--accept-rates 0.8,,0.4``)."""
+    t = str(text).replace(" ", "")
+    if not t:
+        return []
+    parts = t.split(",")
+    if any(not p for p in parts):
+        raise SpecsimError(field, text, "has an empty item between commas; allowed: e.g. 1,3,6")
+    return parts
+
+
 def _int_token(tok: str, field: str, text: str) -> int:
     t = tok.strip()
     if len(t) > 20 or not _INT_TOKEN_RE.fullmatch(t):  # one optional sign, then digits
@@ -39,7 +51,7 @@ def _int_token(tok: str, field: str, text: str) -> int:
 def parse_int_list(text: str, field: str, *, lo: int | None = None, hi: int | None = None,
                    max_values: int = MAX_LIST_VALUES) -> list[int]:
     """Comma list of integers and inclusive ranges ``A-B``; the count is checked first."""
-    parts = [p for p in str(text).replace(" ", "").split(",") if p]
+    parts = _items(text, field)
     if not parts:
         raise SpecsimError(field, text, "expected at least one integer")
     spans: list[tuple[int, int]] = []
@@ -85,7 +97,7 @@ def _float_token(tok: str, field: str, text: str) -> float:
 
 def parse_floats(text: str, field: str) -> list[float]:
     """Comma list of finite numbers."""
-    vals = [_float_token(x, field, text) for x in str(text).replace(" ", "").split(",") if x]
+    vals = [_float_token(x, field, text) for x in _items(text, field)]
     if not vals:
         raise SpecsimError(field, text, "expected at least one number")
     if len(vals) > MAX_LIST_VALUES:
@@ -95,7 +107,7 @@ def parse_floats(text: str, field: str) -> list[float]:
 
 def parse_float_ranges(text: str, field: str, *, max_values: int = MAX_LIST_VALUES) -> list[float]:
     """Comma list of finite numbers and ranges ``START:STOP:STEP`` (inclusive), sized first."""
-    parts = [p for p in str(text).replace(" ", "").split(",") if p]
+    parts = _items(text, field)
     if not parts:
         raise SpecsimError(field, text, "the list is empty")
     plan: list[tuple[float, float, int]] = []

@@ -52,6 +52,13 @@ def check_dataset(d: object, name: str) -> dict:
             check_int(d[key], f"{f}: {key}", lo, hi)
     if d.get("baseline_tok_s") is not None:
         check_number(d["baseline_tok_s"], f"{f}: baseline_tok_s", 0.0, 1e9, lo_open=True)
+    for key in ("name", "dtype", "moe_kernel", "engine_preset", "eager_allreduce"):
+        if d.get(key) is not None and (not isinstance(d[key], str) or not d[key].strip()):
+            raise SpecsimError(f"{f}: {key}", d[key], "allowed: a name (text)")
+    if d.get("engine") is not None and not isinstance(d["engine"], dict):
+        raise SpecsimError(f"{f}: engine", d["engine"], "allowed: an object of engine fields to override")
+    if d.get("graph") is not None and not isinstance(d["graph"], bool):
+        raise SpecsimError(f"{f}: graph", d["graph"], "allowed: true or false")
     pts = d["points"]
     if not isinstance(pts, list) or not pts:
         raise SpecsimError(f"{f}: points", None, "must be a non-empty list of {tokens, ms}", show_value=False)

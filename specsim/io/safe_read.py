@@ -222,8 +222,7 @@ def iter_lines(path: str | os.PathLike, field: str = "file", *, allow_stdin: boo
     """
     name = os.fspath(path)
     if allow_stdin and name == "-":
-        fh = sys.stdin.buffer
-        read = fh.read
+        read = _stdin_reader(field)
         fd = None
     else:
         fd, _ = open_regular(name, field)
@@ -284,6 +283,24 @@ def iter_lines(path: str | os.PathLike, field: str = "file", *, allow_stdin: boo
 
 
 LONG_LINE = "\x00<over-long line>\x00"
+MAX_STDIN_BYTES = 8 * 2**30  # a log piped on standard input: more than this is refused (a file has its own end)
+
+
+def _stdin_reader(field: str):
+    """``read(n)`` of standard input that refuses, in one line, a stream longer than MAX_STDIN_BYTES
+    (``/dev/zero`` piped in would otherwise be read for ever)."""
+    total = 0
+
+    def read(n: int) -> bytes:
+        nonlocal total
+        block = sys.stdin.buffer.read(n)
+        total += len(block)
+        if total > MAX_STDIN_BYTES:
+            raise SpecsimError(field, "-", f"standard input gave more than {MAX_STDIN_BYTES // 2**30} GiB; "
+                                           "give the log as a file instead")
+        return block
+
+    return read
 
 
 def _split_long(text: str, max_line: int) -> Iterator[str | None]:
@@ -322,7 +339,7 @@ def iter_blocks(path: str | os.PathLike, field: str = "file", *, allow_stdin: bo
     ``chunk + max_line``; invalid UTF-8 becomes U+FFFD; ``-`` reads standard input."""
     name = os.fspath(path)
     if allow_stdin and name == "-":
-        read = sys.stdin.buffer.read
+        read = _stdin_reader(field)
         fd = None
     else:
         fd, _ = open_regular(name, field)

@@ -7,6 +7,7 @@ what is assumed.
 
 from __future__ import annotations
 
+import math
 import typing
 from typing import Literal
 
@@ -40,6 +41,8 @@ def _numeric_only(tp) -> bool:
             seen["num"] = True
         elif typing.get_origin(t) is Literal:
             seen["other"] = True
+        elif typing.get_origin(t) is dict:  # a mapping's keys are names: only its values decide
+            walk(typing.get_args(t)[1])
         else:
             for a in typing.get_args(t):
                 if isinstance(a, type) or typing.get_origin(a) is not None:
@@ -434,6 +437,22 @@ class Scenario(_Model):
     provenance: dict[str, object] = Field(default_factory=dict, description="where this scenario comes from")
     calibration: dict[str, object] | None = Field(None, description="fitted parameters, covariance, points")
     notes: list[str] = Field(default_factory=list, description="what was adjusted or assumed when this scenario was built")
+
+    @field_validator("provenance")
+    @classmethod
+    def _measured_is_a_record(cls, v: dict) -> dict:
+        """``provenance.measured`` (what the box measured, shown beside the model) maps names to finite
+        numbers, text or null: anything else would be shown as a measurement or break the reports."""
+        m = v.get("measured")
+        if m is None:
+            return v
+        if not isinstance(m, dict):
+            raise ValueError(f"provenance.measured must be an object of named measurements, not {type(m).__name__}")
+        for k, x in m.items():
+            ok = x is None or isinstance(x, str) or (type(x) in (int, float) and math.isfinite(x))
+            if not ok:
+                raise ValueError(f"provenance.measured.{k}={x!r}: allowed: a finite number, text or null")
+        return v
 
     @model_validator(mode="after")
     def _consistent(self) -> Scenario:

@@ -579,3 +579,12 @@ def test_measured_cycles_of_a_log_cost_one_array_evaluation_per_topk():
                  num_draft_tokens=float(c["num_draft_tokens"]))
         one_by_one.append(float(cycle_ms(cycle_phases_ms(q, c["accept_length"]))))
     assert np.array_equal(cal._cycle_values(p, cycles), np.array(one_by_one))
+
+
+def test_a_dataset_point_context_has_the_dataset_range(run_cli, tmp_path):
+    """A point's ctx of 1e12 was accepted (and scored a 62,936,212 % MAPE); the dataset's own ctx is capped."""
+    d = json.loads((ROOT / "calibration" / "datasets" / "kimi-k2.5-seed.json").read_text())
+    d["points"][0]["ctx"] = 1e12
+    f = tmp_path / "d.json"
+    f.write_text(json.dumps(d))
+    _one_line_exit_2(run_cli, "validate", str(f), field="points.0.ctx")

@@ -71,4 +71,6 @@ def check_dataset(d: object, name: str) -> dict:
         check_number(x["ms"], f"{f}: points.{i}.ms", 0.0, 1e7, lo_open=True)
         if x.get("batch") is not None:
             check_int(x["batch"], f"{f}: points.{i}.batch", 1, 1_000_000)
+        if x.get("ctx") is not None:  # the same range as the dataset's own ctx
+            check_int(x["ctx"], f"{f}: points.{i}.ctx", 0, 100_000_000)
     return d

@@ -820,6 +820,18 @@ def report(
     typer.echo(f"wrote {out} ({used})", err=True)
 
 
+def _given_value(param, argv: list[str]) -> str | None:
+    """The text the user gave for a click option (``--opt VALUE`` or ``--opt=VALUE``), for error lines."""
+    opts = list(getattr(param, "opts", None) or []) + list(getattr(param, "secondary_opts", None) or [])
+    for i, tok in enumerate(argv):
+        for o in opts:
+            if tok == o and i + 1 < len(argv):
+                return argv[i + 1]
+            if tok.startswith(o + "="):
+                return tok[len(o) + 1:]
+    return None
+
+
 def main(argv: list[str] | None = None) -> None:
     """Console entry point: SpecsimError and click usage errors exit 2 with one line, no traceback."""
     import warnings
@@ -851,6 +863,12 @@ def main(argv: list[str] | None = None) -> None:
     except Exception as exc:  # click usage errors (vendored by typer) and bad files: one line, exit 2
         if hasattr(exc, "format_message"):
             msg = click_message_to_field(one_line(exc.format_message()))
+            given = _given_value(getattr(exc, "param", None), sys.argv[1:] if argv is None else argv)
+            if msg and given is not None and ": got " not in msg and ": " in msg:  # name the value the user gave
+                from .errors import short_repr
+
+                field, why = msg.split(": ", 1)
+                msg = f"{field}: got {short_repr(given)}; {why.removeprefix('Value error, ')}"
             if msg:  # no-args help has already been shown and carries no message
                 typer.echo(f"error: {msg}", err=True)
             sys.exit(getattr(exc, "exit_code", 2) or 2)

@@ -588,3 +588,11 @@ def test_a_dataset_point_context_has_the_dataset_range(run_cli, tmp_path):
     f = tmp_path / "d.json"
     f.write_text(json.dumps(d))
     _one_line_exit_2(run_cli, "validate", str(f), field="points.0.ctx")
+
+
+@pytest.mark.parametrize("args,value", [(("predict", "--accept", "abc"), "'abc'"), (("predict", "--accept=zz"), "'zz'"),
+                                        (("predict", "--format", "xml"), "'xml'")])
+def test_a_flag_that_does_not_parse_names_the_value_given(run_cli, args, value):
+    """typer's own coercion messages carry no value ("Input should be a valid number"); the line names it."""
+    line = _one_line_exit_2(run_cli, *args, field=args[1].lstrip("-").split("=")[0])
+    assert f"got {value}" in line

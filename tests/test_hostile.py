@@ -596,3 +596,11 @@ def test_a_flag_that_does_not_parse_names_the_value_given(run_cli, args, value):
     """typer's own coercion messages carry no value ("Input should be a valid number"); the line names it."""
     line = _one_line_exit_2(run_cli, *args, field=args[1].lstrip("-").split("=")[0])
     assert f"got {value}" in line
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc"), reason="needs a /proc that refuses new files")
+def test_an_output_directory_that_refuses_new_files_is_refused_before_the_work(run_cli):
+    """/proc passes every permission test; calibrate ran its fit and printed warnings before failing to write."""
+    line = _one_line_exit_2(run_cli, "calibrate", "--model", "kimi-k2.5", "--gpu", "h200", "--tp", "8", "--point", "1=17",
+                            "--point", "3=19", "--out", "/proc/specsim-test.json", field="out")
+    assert "cannot write there" in line

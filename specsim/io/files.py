@@ -74,10 +74,19 @@ def resolve_output(path: str | os.PathLike) -> Path:
 
 
 def check_output(path: str | os.PathLike | None) -> None:
-    """Validate an output path before the work that produces its content (``-`` and None pass)."""
+    """Validate an output path before the work that produces its content (``-`` and None pass): the
+    checks of :func:`resolve_output`, then a probe file created and removed beside the target, since
+    some directories pass every permission test and still refuse new files (``/proc``, read-only mounts)."""
     if path is None or os.fspath(path) == "-":
         return
-    resolve_output(path)
+    target = resolve_output(path)
+    try:
+        fd, probe = tempfile.mkstemp(prefix=f".{target.name}.probe.", dir=target.parent)
+    except OSError as exc:
+        raise _err(os.fspath(path), f"cannot write there ({exc.strerror or exc})") from None
+    os.close(fd)
+    with contextlib.suppress(OSError):
+        os.unlink(probe)
 
 
 def _remove_stale(target: Path) -> None:

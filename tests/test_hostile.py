@@ -604,3 +604,10 @@ def test_an_output_directory_that_refuses_new_files_is_refused_before_the_work(r
     line = _one_line_exit_2(run_cli, "calibrate", "--model", "kimi-k2.5", "--gpu", "h200", "--tp", "8", "--point", "1=17",
                             "--point", "3=19", "--out", "/proc/specsim-test.json", field="out")
     assert "cannot write there" in line
+
+
+def test_a_huge_miss_prints_a_short_percentage(run_cli):
+    """1e-300 ms points made a 300-digit percentage in the error line."""
+    line = _one_line_exit_2(run_cli, "calibrate", "--model", "llama-3.1-8b", "--gpu", "h100", "--tp", "1",
+                            "--point", "1=1e-300", "--point", "3=1e-300", "--out", "-", field="point")
+    assert len(line) < 300 and "e+30" in line

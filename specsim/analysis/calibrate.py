@@ -225,6 +225,11 @@ def _cycle_values(p: dict, cycles: list[dict]) -> np.ndarray:
     return out
 
 
+
+def _pct(x: float) -> str:
+    """A signed percentage for a message: one decimal, three significant digits once it is huge (1e300 %)."""
+    return f"{x:+.1f}%" if abs(x) < 1e5 else f"{x:+.3g}%"
+
 def fit(
     sc: Scenario,
     points: list[Point],
@@ -347,12 +352,12 @@ def fit(
     if worst is not None and abs(worst["error_pct"]) > MAX_RESIDUAL_PCT:
         raise SpecsimError(
             "point", f"{worst['what']} = {worst['ms']:g} ms",
-            f"the physics cannot reach it (best fit {worst['model_ms']:.3g} ms, {worst['error_pct']:+.0f}%): "
+            f"the physics cannot reach it (best fit {worst['model_ms']:.3g} ms, {_pct(worst['error_pct'])}): "
             "check the units (milliseconds), the model, GPU, TP and --graph/--eager",
         )
     for r in residuals:
         if abs(r["error_pct"]) > 10:
-            warnings.append(f"{r['what']}: model misses the measurement by {r['error_pct']:+.1f}% (missing physics?)")
+            warnings.append(f"{r['what']}: model misses the measurement by {_pct(r['error_pct'])} (missing physics?)")
     new_sc = apply_parameters(sc, values)
     result = CalibrationResult(
         scenario=new_sc, names=names, values=values, priors=prior, sd_log=dict(zip(names, map(float, sd))),

@@ -697,7 +697,8 @@ def whatif_tp_cmd(
 @deployment_options(skip=("dtype",))
 def whatif_quant_cmd(
     dtype: str = typer.Option(..., "--dtype", help="dtype to move to: bf16, fp8, int8, int4 or fp4"),
-    target: str = typer.Option("routed_experts", "--target", help="routed_experts, shared_experts, attention, dense_mlp, all"),
+    target: str | None = typer.Option(None, "--target", help="routed_experts, shared_experts, attention, dense_mlp, all "
+                                      "(default: routed_experts on a MoE, all on a dense model)"),
     fmt: Fmt = FmtOpt,
     as_json: bool = JsonOpt,
     deploy: dict | None = None,

@@ -611,3 +611,17 @@ def test_a_huge_miss_prints_a_short_percentage(run_cli):
     line = _one_line_exit_2(run_cli, "calibrate", "--model", "llama-3.1-8b", "--gpu", "h100", "--tp", "1",
                             "--point", "1=1e-300", "--point", "3=1e-300", "--out", "-", field="point")
     assert len(line) < 300 and "e+30" in line
+
+
+def test_quantising_a_part_the_model_lacks_is_refused(run_cli, run_json):
+    """whatif quant --target routed_experts on a dense model reported a change of nothing."""
+    line = _one_line_exit_2(run_cli, "whatif", "quant", "--dtype", "int4", "--target", "routed_experts",
+                            "--model", "qwen3-8b", "--tp", "1", field="target")
+    assert "no routed experts" in line and "attention" in line
+    d = run_json("whatif", "quant", "--dtype", "fp8", "--model", "qwen3-8b", "--tp", "1")  # default: all of a dense model
+    assert d["after"]["baseline_tok_s"] > d["before"]["baseline_tok_s"]
+
+
+def test_training_costs_are_bounded(run_cli):
+    """--gpu-hours-per-100k 1e308 printed 'GPU-hours invested inf'."""
+    _one_line_exit_2(run_cli, "whatif", "training", "--gpu-hours-per-100k", "1e308", field="gpu-hours-per-100k")

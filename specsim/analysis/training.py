@@ -375,6 +375,9 @@ def training_flops_per_token(target, draft, ttt_length: int = TTT_LENGTH) -> flo
     return 2.0 * target_active_params(target) + 6.0 * draft_params(draft) * ttt_length
 
 
+MAX_GPU_HOURS_PER_100K = 1e9  # GPU-hours to make and train on 100K samples: far past any real recipe (bounds the arithmetic)
+MAX_FLEET_TOKENS_PER_DAY = 1e18  # tokens a fleet serves per day (today's largest fleets: ~1e14-1e15)
+
 def scaled_gpu_hours_per_100k(target, draft) -> float:
     """GPU-hours per 100K samples for this target and draft: the lightseekorg reference run
     (:data:`LIGHTSEEK_GPU_HOURS_PER_100K_SAMPLES`, Kimi-K2.5 + its EAGLE-3 head, H200) scaled by
@@ -404,10 +407,12 @@ def payback(
 
     Serving F tokens/day at ``tok_s`` per replica on G GPUs costs F / (tok_s * 3600) * G GPU-hours/day.
     """
-    if gpu_hours_per_100k_samples < 0:
-        raise SpecsimError("gpu-hours-per-100k", gpu_hours_per_100k_samples, "training cost must be a number >= 0")
-    if fleet_tokens_per_day < 0:
-        raise SpecsimError("fleet-tokens-per-day", fleet_tokens_per_day, "fleet tokens per day must be a number >= 0")
+    if not 0 <= gpu_hours_per_100k_samples <= MAX_GPU_HOURS_PER_100K:
+        raise SpecsimError("gpu-hours-per-100k", gpu_hours_per_100k_samples,
+                           f"training cost must be a number in [0, {MAX_GPU_HOURS_PER_100K:.0e}] GPU-hours")
+    if not 0 <= fleet_tokens_per_day <= MAX_FLEET_TOKENS_PER_DAY:
+        raise SpecsimError("fleet-tokens-per-day", fleet_tokens_per_day,
+                           f"fleet tokens per day must be a number in [0, {MAX_FLEET_TOKENS_PER_DAY:.0e}]")
     if tok_s_now <= 0 or tok_s_target <= 0:
         raise SpecsimError("tok_s", (tok_s_now, tok_s_target), "throughputs must be > 0")
     invested = (samples_target - samples_now) / 1e5 * gpu_hours_per_100k_samples

@@ -157,14 +157,22 @@ def whatif_tp(scenario=None, *, to: int, **overrides) -> WhatIf:
     return compare(before, after, "tp", f"TP {before.parallel.tp} -> {to}")
 
 
-def whatif_quant(scenario=None, *, dtype: str, target: str = "routed_experts", **overrides) -> WhatIf:
+def whatif_quant(scenario=None, *, dtype: str, target: str | None = None, **overrides) -> WhatIf:
+    """Weights of one part (default: the routed experts of a MoE, every weight of a dense model) in ``dtype``."""
     from ..physics.schema import DTYPE_BYTES
 
     if dtype not in DTYPE_BYTES:
         raise SpecsimError("dtype", dtype, f"choose one of: {', '.join(DTYPE_BYTES)}")
-    if target not in QUANT_TARGETS:
+    if target is not None and target not in QUANT_TARGETS:
         raise SpecsimError("target", target, f"choose one of: {', '.join(QUANT_TARGETS)}")
     before = build_scenario(scenario, **overrides)
+    t = before.target
+    target = target or ("routed_experts" if t.moe is not None else "all")
+    absent = {"routed_experts": t.moe is None, "shared_experts": t.moe is None or not t.moe.num_shared_experts,
+              "dense_mlp": t.num_dense_layers == 0}
+    if absent.get(target):  # quantising a part the model does not have would report a change of nothing
+        have = [k for k in QUANT_TARGETS if not absent.get(k)]
+        raise SpecsimError("target", target, f"{t.name} has no {target.replace('_', ' ')}; allowed here: {', '.join(have)}")
     keys = ["routed_experts", "shared_experts", "attention", "dense_mlp"] if target == "all" else [target]
     after = _edit(before, lambda d: d["target"]["dtypes"].update({k: dtype for k in keys}))
     return compare(before, after, "quant", f"{target} weights -> {dtype}")

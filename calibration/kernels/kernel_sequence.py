@@ -21,34 +21,12 @@ import torch
 import triton
 
 sys.path.insert(0, os.path.dirname(__file__))
-from small_kernels import _provenance, add_rmsnorm_k, kv_store_k, rope_k, silu_mul_k  # noqa: E402
+from small_kernels import _provenance, add_rmsnorm_k, kv_store_k, replay_us, rope_k, silu_mul_k  # noqa: E402
 
 
 def graph_us(fns, n_rep=1, reps=11):
-    """Per replay (us) of one graph that runs ``fns`` in order ``n_rep`` times."""
-    s = torch.cuda.Stream()
-    s.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(s):
-        for f in fns:
-            f()
-    torch.cuda.current_stream().wait_stream(s)
-    torch.cuda.synchronize()
-    g = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(g):
-        for _ in range(n_rep):
-            for f in fns:
-                f()
-    g.replay()
-    torch.cuda.synchronize()
-    t = []
-    for _ in range(reps):
-        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        a.record()
-        g.replay()
-        b.record()
-        torch.cuda.synchronize()
-        t.append(a.elapsed_time(b) * 1e3)
-    t.sort()
+    """Median time (us) of one replay of a graph that runs ``fns`` in order ``n_rep`` times (:func:`replay_us`)."""
+    t = sorted(replay_us(fns, n_rep, reps, warm=1))
     return t[len(t) // 2]
 
 

@@ -24,7 +24,7 @@ import triton
 
 sys.path.insert(0, os.path.dirname(__file__))
 from sglang_fused_moe_kernel import fused_moe_kernel  # noqa: E402
-from small_kernels import _provenance  # noqa: E402
+from small_kernels import _provenance, replay_us  # noqa: E402
 
 HERE = os.path.dirname(__file__)
 
@@ -76,28 +76,8 @@ def launch(A, B, C, topk_w, sorted_ids, expert_ids, ntp, num_valid, top_k, mul_w
 
 
 def graph_us(fn, n_calls=50, reps=11):
-    s = torch.cuda.Stream()
-    s.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(s):
-        for _ in range(3):
-            fn()
-    torch.cuda.current_stream().wait_stream(s)
-    torch.cuda.synchronize()
-    g = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(g):
-        for _ in range(n_calls):
-            fn()
-    g.replay()
-    torch.cuda.synchronize()
-    t = []
-    for _ in range(reps):
-        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        a.record()
-        g.replay()
-        b.record()
-        torch.cuda.synchronize()
-        t.append(a.elapsed_time(b) * 1e3 / n_calls)
-    t.sort()
+    """Median per-call time (us) of ``fn`` captured ``n_calls`` times in one graph (:func:`replay_us`)."""
+    t = sorted(x / n_calls for x in replay_us([fn], n_calls, reps))
     return t[len(t) // 2]
 
 

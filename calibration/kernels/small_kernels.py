@@ -74,18 +74,23 @@ def kv_store_k(k_ptr, v_ptr, slot_ptr, kc_ptr, vc_ptr, W: tl.constexpr, BLOCK: t
     tl.store(vc_ptr + slot * W + offs, tl.load(v_ptr + t * W + offs, mask=m), mask=m)
 
 
-def per_call_us(fn, n_calls=200, reps=15):
+def replay_us(fns, n_rep: int, reps: int, warm: int = 3) -> list[float]:
+    """Time (us) of each of ``reps`` replays of one CUDA graph that runs ``fns`` in order ``n_rep`` times,
+    after ``warm`` eager passes on a side stream; one CUDA-event pair and a sync per replay. The one
+    graph timer of the kernel scripts (``sglang_fused_moe.py``, ``kernel_sequence.py`` call it too)."""
     s = torch.cuda.Stream()
     s.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(s):
-        for _ in range(3):
-            fn()
+        for _ in range(warm):
+            for f in fns:
+                f()
     torch.cuda.current_stream().wait_stream(s)
     torch.cuda.synchronize()
     g = torch.cuda.CUDAGraph()
     with torch.cuda.graph(g):
-        for _ in range(n_calls):
-            fn()
+        for _ in range(n_rep):
+            for f in fns:
+                f()
     g.replay()
     torch.cuda.synchronize()
     out = []
@@ -95,10 +100,15 @@ def per_call_us(fn, n_calls=200, reps=15):
         g.replay()
         b.record()
         torch.cuda.synchronize()
-        out.append(a.elapsed_time(b) * 1e3 / n_calls)
+        out.append(a.elapsed_time(b) * 1e3)
+    return out
+
+
+def per_call_us(fn, n_calls=200, reps=15):
+    """(median, p10, p90) of the per-call time (us) of ``fn`` captured ``n_calls`` times in one graph."""
     import numpy as np
 
-    p10, med, p90 = np.percentile(out, [10, 50, 90])
+    p10, med, p90 = np.percentile([t / n_calls for t in replay_us([fn], n_calls, reps)], [10, 50, 90])
     return float(med), float(p10), float(p90)
 
 

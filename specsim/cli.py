@@ -9,7 +9,7 @@ from pathlib import Path
 
 import typer
 
-from .io.args import install_click_number_checks  # noqa: E402
+from .io.args import install_click_number_checks, split_items  # noqa: E402
 
 install_click_number_checks()  # every float flag finite, every int flag bounded (one place)
 
@@ -540,13 +540,12 @@ def sweep(
         _fail(f"top: got {top}; must be an integer >= 1")
     profiles = None
     if accept_rates is not None:
-        chunks = accept_rates.split(";")
-        if not accept_rates.strip() or any(not x.strip() for x in chunks):
-            _fail(f"accept-rates: got {accept_rates!r}; expected profiles separated by ';', none empty")
-        profiles = [_floats(x, "accept-rates") for x in chunks]
-    gpus = [g.strip() for g in gpu.split(",")] if gpu is not None else None
-    if gpus is not None and any(not g for g in gpus):
-        _fail(f"gpu: got {gpu!r}; an empty name between commas; allowed: e.g. h100,h200")
+        profiles = [_floats(x, "accept-rates") for x in split_items(accept_rates, "accept-rates", ";", "0.8,0.6;0.7,0.5")]
+        if not profiles:
+            _fail(f"accept-rates: got {accept_rates!r}; expected at least one profile")
+    gpus = split_items(gpu, "gpu", example="h100,h200") if gpu is not None else None
+    if gpus == []:
+        _fail(f"gpu: got {gpu!r}; expected at least one GPU preset, e.g. h100,h200")
     tps = _ints(tp, "tp") if tp else None
     batches = _ints(batch, "batch") if batch else None
     ctxs = _ints(ctx, "ctx") if ctx else None
@@ -839,7 +838,7 @@ def main(argv: list[str] | None = None) -> None:
 
     from pydantic import ValidationError
 
-    from .errors import SpecsimError, from_validation_error, one_line
+    from .errors import SpecsimError, from_validation_error, one_line, short_repr
     from .io.args import click_message_to_field
 
     try:
@@ -866,16 +865,12 @@ def main(argv: list[str] | None = None) -> None:
             msg = click_message_to_field(one_line(exc.format_message()))
             given = _given_value(getattr(exc, "param", None), sys.argv[1:] if argv is None else argv)
             if msg and given is not None and ": got " not in msg and ": " in msg:  # name the value the user gave
-                from .errors import short_repr
-
                 field, why = msg.split(": ", 1)
                 msg = f"{field}: got {short_repr(given)}; {why.removeprefix('Value error, ')}"
             if msg:  # no-args help has already been shown and carries no message
                 typer.echo(f"error: {msg}", err=True)
             sys.exit(getattr(exc, "exit_code", 2) or 2)
         if isinstance(exc, OSError) and exc.filename is not None:  # a file name the system refuses (too long, ...)
-            from .errors import short_repr
-
             typer.echo(f"error: file: got {short_repr(str(exc.filename))}; {exc.strerror or 'cannot be used'}", err=True)
             sys.exit(2)
         if isinstance(exc, (OSError, ValueError)):

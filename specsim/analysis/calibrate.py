@@ -225,10 +225,10 @@ def _cycle_values(p: dict, cycles: list[dict]) -> np.ndarray:
     return out
 
 
-
 def _pct(x: float) -> str:
     """A signed percentage for a message: one decimal, three significant digits once it is huge (1e300 %)."""
     return f"{x:+.1f}%" if abs(x) < 1e5 else f"{x:+.3g}%"
+
 
 def fit(
     sc: Scenario,

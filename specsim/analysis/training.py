@@ -378,6 +378,7 @@ def training_flops_per_token(target, draft, ttt_length: int = TTT_LENGTH) -> flo
 MAX_GPU_HOURS_PER_100K = 1e9  # GPU-hours to make and train on 100K samples: far past any real recipe (bounds the arithmetic)
 MAX_FLEET_TOKENS_PER_DAY = 1e18  # tokens a fleet serves per day (today's largest fleets: ~1e14-1e15)
 
+
 def scaled_gpu_hours_per_100k(target, draft) -> float:
     """GPU-hours per 100K samples for this target and draft: the lightseekorg reference run
     (:data:`LIGHTSEEK_GPU_HOURS_PER_100K_SAMPLES`, Kimi-K2.5 + its EAGLE-3 head, H200) scaled by

@@ -26,15 +26,16 @@ MAX_SAMPLES = 1e13
 _INT_TOKEN_RE = re.compile(r"[+-]?[0-9]+", re.ASCII)
 
 
-def _items(text: str, field: str) -> list[str]:
-    """The comma-separated items of a flag (spaces ignored); an empty item is refused, since dropping it
+def split_items(text: str, field: str, sep: str = ",", example: str = "1,3,6") -> list[str]:
+    """The ``sep``-separated items of a flag (spaces ignored); an empty item is refused, since dropping it
     would shift every later position (``--accept-rates 0.8,,0.4``)."""
     t = str(text).replace(" ", "")
     if not t:
         return []
-    parts = t.split(",")
+    parts = t.split(sep)
     if any(not p for p in parts):
-        raise SpecsimError(field, text, "has an empty item between commas; allowed: e.g. 1,3,6")
+        between = "commas" if sep == "," else f"'{sep}'"
+        raise SpecsimError(field, text, f"has an empty item between {between}; allowed: e.g. {example}")
     return parts
 
 
@@ -51,7 +52,7 @@ def _int_token(tok: str, field: str, text: str) -> int:
 def parse_int_list(text: str, field: str, *, lo: int | None = None, hi: int | None = None,
                    max_values: int = MAX_LIST_VALUES) -> list[int]:
     """Comma list of integers and inclusive ranges ``A-B``; the count is checked first."""
-    parts = _items(text, field)
+    parts = split_items(text, field)
     if not parts:
         raise SpecsimError(field, text, "expected at least one integer")
     spans: list[tuple[int, int]] = []
@@ -97,7 +98,7 @@ def _float_token(tok: str, field: str, text: str) -> float:
 
 def parse_floats(text: str, field: str) -> list[float]:
     """Comma list of finite numbers."""
-    vals = [_float_token(x, field, text) for x in _items(text, field)]
+    vals = [_float_token(x, field, text) for x in split_items(text, field)]
     if not vals:
         raise SpecsimError(field, text, "expected at least one number")
     if len(vals) > MAX_LIST_VALUES:
@@ -107,7 +108,7 @@ def parse_floats(text: str, field: str) -> list[float]:
 
 def parse_float_ranges(text: str, field: str, *, max_values: int = MAX_LIST_VALUES) -> list[float]:
     """Comma list of finite numbers and ranges ``START:STOP:STEP`` (inclusive), sized first."""
-    parts = _items(text, field)
+    parts = split_items(text, field)
     if not parts:
         raise SpecsimError(field, text, "the list is empty")
     plan: list[tuple[float, float, int]] = []

@@ -317,6 +317,7 @@ def score_configs(group: dict) -> ConfigScore:
     except (SpecsimError, KeyError, TypeError, ValueError) as exc:
         return ConfigScore(gid, setup, skipped=f"not expressible with the presets ({exc})")
     bug = group.get("source_reports_bug")
+    bug_text = f"{bug['url']}: {bug['quote']}" if bug else None
     if tp:
         try:
             rows = _config_rows(group, int(tp))
@@ -324,9 +325,9 @@ def score_configs(group: dict) -> ConfigScore:
             return ConfigScore(gid, setup, skipped=f"not expressible with the presets ({exc})")
         for r in rows:
             r["reported_as_bug"] = bool(bug)
-        return ConfigScore(gid, setup, rows, source_reports_bug=f"{bug['url']}: {bug['quote']}" if bug else None)
+        return ConfigScore(gid, setup, rows, source_reports_bug=bug_text)
     out = ConfigScore(gid, setup, skipped=f"TP not recorded: {group.get('tp_note') or 'no tp field'}",
-                      source_reports_bug=f"{bug['url']}: {bug['quote']}" if bug else None)
+                      source_reports_bug=bug_text)
     cands = group.get("tp_candidates") or []
     if cands:
         out.tp_range = {}

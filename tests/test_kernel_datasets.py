@@ -98,3 +98,18 @@ def test_kernel_sequence_adds_up():
     per = (d["mixed_layer_us"] - d["sum_alone_layer_us"]) / d["kernels_per_layer"]
     assert d["mixed_minus_sum_us_per_kernel"] == pytest.approx(per)
     assert -1.0 < per < 3.0 and d["mixed_layer_us"] > 0.9 * d["sum_alone_layer_us"]
+
+
+def test_engine_presets_carry_the_fused_moe_bandwidth_share_fitted_to_the_measured_kernel():
+    """The SGLang and vLLM presets' ``moe_mem_efficiency`` is the share that fits SGLang's fused MoE kernel
+    measured on the H200 (``compare.py --fit-moe-efficiency``): a change of the dataset or of the model's
+    charge for the kernel that moves the fit shows here. The fit must beat the 0.6 prior it replaced."""
+    from specsim.io.presets import get_engine
+
+    mod = _compare()
+    fit = mod.fit_moe_mem_efficiency("sglang")
+    for name in ("sglang", "sglang-v2", "vllm"):
+        assert get_engine(name).moe_mem_efficiency == pytest.approx(fit["moe_mem_efficiency"], abs=0.002), name
+    prior = [abs(r["error_pct"]) for r in mod.moe_rows("sglang", 0.6)]
+    assert fit["mape_pct"] < sum(prior) / len(prior) - 5.0
+    assert fit["points"] == len(_load("h200-sglang-fused-moe.json")["points"])

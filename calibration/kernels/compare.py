@@ -1,6 +1,6 @@
 """The cost model's kernels against the measured ones: routed-expert GEMMs and small kernels on the H200.
 
-    python calibration/kernels/compare.py [--engine sglang] [--points]
+    python calibration/kernels/compare.py [--engine sglang] [--points] [--fit-cta] [--fit-moe-efficiency]
 
 For each point of ``calibration/datasets/h200-sglang-fused-moe.json`` (SGLang's fused MoE Triton
 kernel timed in a CUDA graph, :mod:`sglang_fused_moe`) the model's ``experts_gate_up`` /
@@ -8,7 +8,8 @@ kernel timed in a CUDA graph, :mod:`sglang_fused_moe`) the model's ``experts_gat
 costed as it is inside a graph-replayed forward (its kernel floor, graph node gap, weight bytes at
 the engine's routed-expert bandwidth, padded-tile compute), plus the shared-expert GEMM where SGLang
 fuses that expert into the kernel: per-call modeled vs measured, and the error by shape. Then the small kernels of ``h200-small-kernels.json`` against the elementwise
-family's per-kernel cost. Nothing is fitted or written.
+family's per-kernel cost. Nothing is written; ``--fit-moe-efficiency`` fits the one number the
+presets take from these points (the engines' ``moe_mem_efficiency``), ``--fit-cta`` a candidate form.
 """
 
 from __future__ import annotations
@@ -44,13 +45,17 @@ def _per_call_us(p: dict, op: Op) -> float:
     return float(row["us"]) / float(row["count"])
 
 
-def moe_rows(engine: str) -> list[dict]:
+def moe_rows(engine: str, moe_mem_efficiency: float | None = None) -> list[dict]:
+    """Every measured fused-MoE point beside the model's charge for it (``moe_mem_efficiency``: in place of
+    the engine preset's routed-expert bandwidth share, as :func:`fit_moe_mem_efficiency` tries values)."""
     meas = json.loads((DATA / "h200-sglang-fused-moe.json").read_text())["points"]
     rows = []
     for pt in meas:
         model, tp = SHAPES[pt["shape"]]
         sc = build_scenario(model=model, gpu="h200", tp=tp, engine=engine, batch=int(pt["M"]), ctx=512)
         p = scenario_params(sc)
+        if moe_mem_efficiency is not None:
+            p["moe_mem_efficiency"] = moe_mem_efficiency
         ops = {o.name: o for o in target_ops(p, 1.0)}
         us = _per_call_us(p, ops[OPS[pt["part"]]])
         if pt["shared_expert_fused"]:
@@ -113,11 +118,33 @@ def fit_cta_form() -> list[dict]:
     return out
 
 
+def fit_moe_mem_efficiency(engine: str = "sglang") -> dict:
+    """The engine's ``moe_mem_efficiency`` (routed-expert weight bytes over ``efficiency x`` datasheet HBM
+    bandwidth) that fits every measured point of SGLang's fused MoE kernel, with the rest of the model's
+    charge (kernel floor, graph node gap, padded-tile compute, the fused shared expert) as it is: least squares
+    in log time over all shapes, both GEMMs and M = 1 ... 512 (one value: the model has one per engine)."""
+    import numpy as np
+    from scipy.optimize import minimize_scalar
+
+    def loss(e: float) -> float:
+        return float(sum(np.log(r["modeled_us"] / r["measured_us"]) ** 2 for r in moe_rows(engine, e)))
+
+    best = minimize_scalar(loss, bounds=(0.2, 1.0), method="bounded", options={"xatol": 1e-4})
+    rows = moe_rows(engine, float(best.x))
+    errs = [r["error_pct"] for r in rows]
+    by = {(s, part): statistics.median([r["error_pct"] for r in rows if r["shape"] == s and r["part"] == part])
+          for s in SHAPES for part in OPS}
+    return {"moe_mem_efficiency": float(best.x), "points": len(rows), "mape_pct": statistics.mean(map(abs, errs)),
+            "median_pct": statistics.median(errs), "median_pct_by_shape": by}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--engine", default="sglang")
     ap.add_argument("--points", action="store_true", help="every point, not only the summary by shape")
     ap.add_argument("--fit-cta", action="store_true", help="also fit the CTA-limited form per family (fit_cta_form)")
+    ap.add_argument("--fit-moe-efficiency", action="store_true",
+                    help="also fit the engine's moe_mem_efficiency to every point (fit_moe_mem_efficiency)")
     a = ap.parse_args()
     rows = moe_rows(a.engine)
     print(f"routed-expert GEMMs, model ({a.engine} preset on h200) vs SGLang's fused MoE kernel measured on one H200")
@@ -142,6 +169,12 @@ def main() -> None:
         for f in fit_cta_form():
             print(f"  {f['family']:32s} {f['part']:8s} F {f['fixed_us']:5.1f} us  B_peak {f['peak_TB_s']:.2f} TB/s  "
                   f"b_cta {f['per_cta_GB_s']:5.1f} GB/s  MAPE {f['mape_pct']:4.1f} %  worst {f['worst_pct']:4.1f} %")
+    if a.fit_moe_efficiency:
+        f = fit_moe_mem_efficiency(a.engine)
+        print(f"\nmoe_mem_efficiency fitted to all {f['points']} points: {f['moe_mem_efficiency']:.3f} "
+              f"(MAPE {f['mape_pct']:.1f} %, median {f['median_pct']:+.1f} %); median error by shape and GEMM:")
+        for (shape, part), e in f["median_pct_by_shape"].items():
+            print(f"  {shape:42s} {part:8s} {e:+6.1f} %")
     errs = [r["error_pct"] for r in small]
     engine_style = [r["error_pct"] for r in small if "torch.topk" not in r["kernel"]]
     print(f"all {len(errs)} points: median {statistics.median(errs):+.1f} %; without torch.topk (not an engine kernel: "

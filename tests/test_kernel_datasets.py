@@ -22,7 +22,8 @@ def _compare():
     return mod
 
 
-@pytest.mark.parametrize("name", ["h200-sglang-fused-moe.json", "h200-small-kernels.json", "h200-kernel-sequence.json"])
+@pytest.mark.parametrize("name", ["h200-sglang-fused-moe.json", "h200-small-kernels.json", "h200-kernel-sequence.json",
+                                  "h200-gemm-tiles.json"])
 def test_provenance_names_the_measured_gpu_and_command(name):
     import re
 
@@ -113,3 +114,21 @@ def test_engine_presets_carry_the_fused_moe_bandwidth_share_fitted_to_the_measur
     prior = [abs(r["error_pct"]) for r in mod.moe_rows("sglang", 0.6)]
     assert fit["mape_pct"] < sum(prior) / len(prior) - 5.0
     assert fit["points"] == len(_load("h200-sglang-fused-moe.json")["points"])
+
+
+def test_gemm_points_are_physical_and_the_gemm_family_predicts_the_held_out_ones():
+    """No cuBLAS point beats the H200 datasheet (4.8 TB/s, 989 TFLOP/s bf16); at the M values the preset's GEMM
+    fit never saw (between the profile's), the model's ``gemm`` family stays within 10 % MAPE overall and 12 %
+    per shape (measured at commit time: 7.1 % over 145 points; the misses are cuBLAS's own tile picks, e.g.
+    gate_up at M = 448 runs at half the rate of M = 416 and 480)."""
+    import statistics
+
+    pts = _load("h200-gemm-tiles.json")["points"]
+    assert len(pts) >= 200 and {p["shape"] for p in pts} == {"qkv_proj", "o_proj", "gate_up_proj", "down_proj", "lm_head"}
+    for p in pts:
+        assert p["weight_TB_s"] <= 4.8 and p["TFLOP_s"] <= 989.0 and p["p10_us"] <= p["us"] <= p["p90_us"], p
+    rows = [r for r in _compare().gemm_rows("sglang") if r["held_out"]]
+    assert len(rows) >= 140
+    assert statistics.mean(abs(r["error_pct"]) for r in rows) < 10.0
+    for shape in {r["shape"] for r in rows}:
+        assert statistics.mean(abs(r["error_pct"]) for r in rows if r["shape"] == shape) < 12.0, shape

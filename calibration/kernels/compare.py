@@ -8,7 +8,8 @@ kernel timed in a CUDA graph, :mod:`sglang_fused_moe`) the model's ``experts_gat
 costed as it is inside a graph-replayed forward (its kernel floor, graph node gap, weight bytes at
 the engine's routed-expert bandwidth, padded-tile compute), plus the shared-expert GEMM where SGLang
 fuses that expert into the kernel: per-call modeled vs measured, and the error by shape. Then the small kernels of ``h200-small-kernels.json`` against the elementwise
-family's per-kernel cost. Nothing is written; ``--fit-moe-efficiency`` fits the one number the
+family's per-kernel cost, and the cuBLAS GEMMs of ``h200-gemm-tiles.json`` (fine steps in M) against
+the ``gemm`` family. Nothing is written; ``--fit-moe-efficiency`` fits the one number the
 presets take from these points (the engines' ``moe_mem_efficiency``), ``--fit-cta`` a candidate form.
 """
 
@@ -75,6 +76,25 @@ def small_rows(engine: str) -> list[dict]:
         us = _per_call_us(p, Op(pt["kernel"], "elementwise", "misc", 1.0, act_bytes=float(pt["bytes"])))
         rows.append({"kernel": pt["kernel"], "tokens": pt["tokens"], "measured_us": pt["us"], "modeled_us": us,
                      "error_pct": 100.0 * (us / pt["us"] - 1.0)})
+    return rows
+
+
+def gemm_rows(engine: str) -> list[dict]:
+    """Every point of ``h200-gemm-tiles.json`` (cuBLAS bf16 GEMMs of Llama-3.1-8B, M = 1 ... 2048 in fine
+    steps) beside the model's charge for the same GEMM in a graph replay on the ``h200`` preset. The preset's
+    GEMM fit saw the same shapes at the profile's M values (``models/profiles/h200.json``): a point at any
+    other M is ``held_out``."""
+    d = json.loads((DATA / "h200-gemm-tiles.json").read_text())
+    fitted_m = set(json.loads((ROOT / "models" / "profiles" / "h200.json").read_text())["gemm"]["m_values"])
+    p = scenario_params(build_scenario(model="llama-3.1-8b", gpu="h200", tp=1, engine=engine))
+    rows = []
+    for pt in d["points"]:
+        m, k, n = float(pt["M"]), float(pt["K"]), float(pt["N"])
+        op = Op(pt["shape"], "gemm", "misc", 1.0, bytes=k * n * 2, act_bytes=m * (k + n) * 2, flops=2 * m * k * n, m=m,
+                n_cols=n, k_dim=k, bw_eff=p["mem_efficiency"], flop_rate=p["flops_bf16"])
+        us = _per_call_us(p, op)
+        rows.append({"shape": pt["shape"], "M": pt["M"], "measured_us": pt["us"], "modeled_us": us,
+                     "error_pct": 100.0 * (us / pt["us"] - 1.0), "kernels": pt["kernels"], "held_out": pt["M"] not in fitted_m})
     return rows
 
 
@@ -159,6 +179,17 @@ def main() -> None:
                   f"modeled {r['modeled_us']:8.2f} us {r['error_pct']:+7.1f} %")
     errs = [r["error_pct"] for r in rows]
     print(f"all {len(errs)} points: MAPE {statistics.mean(map(abs, errs)):.1f} %, median {statistics.median(errs):+.1f} %")
+    gemm = gemm_rows(a.engine)
+    print("\ncuBLAS bf16 GEMMs, Llama-3.1-8B shapes, M = 1 ... 2048 in fine steps: the points at M values the preset's "
+          "fit never saw (held out)")
+    for shape in dict.fromkeys(r["shape"] for r in gemm):
+        e = [r["error_pct"] for r in gemm if r["shape"] == shape and r["held_out"]]
+        print(f"  {shape:14s} {len(e):3d} points  MAPE {statistics.mean(map(abs, e)):5.1f} %  median {statistics.median(e):+5.1f} %  "
+              f"range {min(e):+6.1f} .. {max(e):+5.1f} %")
+    if a.points:
+        for r in gemm:
+            print(f"    {r['shape']:14s} M={r['M']:5d} measured {r['measured_us']:8.2f} us modeled {r['modeled_us']:8.2f} us "
+                  f"{r['error_pct']:+6.1f} %")
     small = small_rows(a.engine)
     print("\nsmall kernels (1-64 tokens) in a CUDA graph, model's elementwise family vs measured")
     for r in small:

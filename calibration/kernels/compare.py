@@ -19,6 +19,7 @@ import argparse
 import json
 import statistics
 import sys
+from functools import cache
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -26,7 +27,7 @@ sys.path.insert(0, str(ROOT))
 
 from specsim.analysis.build import build_scenario  # noqa: E402
 from specsim.physics.cost import evaluate_ops  # noqa: E402
-from specsim.physics.operators import Op, target_ops  # noqa: E402
+from specsim.physics.operators import Op, _gemm, target_ops  # noqa: E402
 from specsim.physics.params import scenario_params  # noqa: E402
 
 DATA = ROOT / "calibration" / "datasets"
@@ -46,15 +47,24 @@ def _per_call_us(p: dict, op: Op) -> float:
     return float(row["us"]) / float(row["count"])
 
 
+@cache
+def _moe_points(engine: str) -> tuple:
+    """(measured point, its deployment's parameters) for every fused-MoE point: built once per engine, as
+    :func:`fit_moe_mem_efficiency` costs the same points again for every value it tries."""
+    meas = json.loads((DATA / "h200-sglang-fused-moe.json").read_text())["points"]
+    out = []
+    for pt in meas:
+        model, tp = SHAPES[pt["shape"]]
+        out.append((pt, scenario_params(build_scenario(model=model, gpu="h200", tp=tp, engine=engine, batch=int(pt["M"]), ctx=512))))
+    return tuple(out)
+
+
 def moe_rows(engine: str, moe_mem_efficiency: float | None = None) -> list[dict]:
     """Every measured fused-MoE point beside the model's charge for it (``moe_mem_efficiency``: in place of
     the engine preset's routed-expert bandwidth share, as :func:`fit_moe_mem_efficiency` tries values)."""
-    meas = json.loads((DATA / "h200-sglang-fused-moe.json").read_text())["points"]
     rows = []
-    for pt in meas:
-        model, tp = SHAPES[pt["shape"]]
-        sc = build_scenario(model=model, gpu="h200", tp=tp, engine=engine, batch=int(pt["M"]), ctx=512)
-        p = scenario_params(sc)
+    for pt, base in _moe_points(engine):
+        p = dict(base)  # the cached parameters stay the preset's
         if moe_mem_efficiency is not None:
             p["moe_mem_efficiency"] = moe_mem_efficiency
         ops = {o.name: o for o in target_ops(p, 1.0)}
@@ -89,9 +99,7 @@ def gemm_rows(engine: str) -> list[dict]:
     p = scenario_params(build_scenario(model="llama-3.1-8b", gpu="h200", tp=1, engine=engine))
     rows = []
     for pt in d["points"]:
-        m, k, n = float(pt["M"]), float(pt["K"]), float(pt["N"])
-        op = Op(pt["shape"], "gemm", "misc", 1.0, bytes=k * n * 2, act_bytes=m * (k + n) * 2, flops=2 * m * k * n, m=m,
-                n_cols=n, k_dim=k, bw_eff=p["mem_efficiency"], flop_rate=p["flops_bf16"])
+        op = _gemm(pt["shape"], "misc", 1.0, p, float(pt["M"]), float(pt["K"]), float(pt["N"]), 2.0, p["flops_bf16"])
         us = _per_call_us(p, op)
         rows.append({"shape": pt["shape"], "M": pt["M"], "measured_us": pt["us"], "modeled_us": us,
                      "error_pct": 100.0 * (us / pt["us"] - 1.0), "kernels": pt["kernels"], "held_out": pt["M"] not in fitted_m})

@@ -9,6 +9,10 @@ memory system generation), the rest carry them as an assumption, except values m
 (``PUBLISHED``: the RTX 3090's GEMM efficiency and bandwidth); rates that scale with memory
 bandwidth (the vocabulary pass) scale by the datasheet bandwidth ratio. Every value says which.
 The engine presets take the measured graph-replay, eager-launch and attention-bandwidth values.
+Then the fused-MoE kernel's parameters fitted to SGLang's kernel measured on the H200
+(``calibration/kernels/compare.py``, :func:`fit_moe_grid`): the per-CTA streaming rates and SM-time per
+CTA into the GPU presets (carried to the other GPUs as above), the bandwidth shares of its tiles into
+the engines that run that kernel; every GPU's SM count from its datasheet (``SM_COUNTS``).
 """
 
 from __future__ import annotations
@@ -47,6 +51,56 @@ PUBLISHED = {
 }
 
 
+#: streaming multiprocessors per GPU, from the vendors' architecture documents
+SM_COUNTS = {
+    "h100": (132, "NVIDIA H100 Tensor Core GPU Architecture whitepaper: H100 SXM5 has 132 SMs "
+                  "(https://resources.nvidia.com/en-us-tensor-core/gtc22-whitepaper-hopper)"),
+    "h200": (132, "the H100 SXM5's GH100 configuration (132 SMs, H100 whitepaper https://resources.nvidia.com/en-us-tensor-core/"
+                  "gtc22-whitepaper-hopper) with HBM3e; 132 read by torch on the H200 measured here "
+                  "(calibration/datasets/h200-sglang-fused-moe.json provenance sm_count)"),
+    "b200": (148, "NVIDIA Blackwell architecture technical brief: B200 with 148 SMs across two dies "
+                  "(https://resources.nvidia.com/en-us-blackwell-architecture)"),
+    "h20": (78, "TechPowerUp GPU database, NVIDIA H20: 78 SMs (https://www.techpowerup.com/gpu-specs/h20.c4192) "
+                "(reported; not in an NVIDIA datasheet)"),
+    "a100": (108, "NVIDIA A100 Tensor Core GPU Architecture whitepaper: 108 SMs "
+                  "(https://images.nvidia.com/aem-dam/en-zz/Solutions/data-center/nvidia-ampere-architecture-whitepaper.pdf)"),
+    "rtx3090": (82, "NVIDIA Ampere GA102 GPU architecture whitepaper: RTX 3090 has 82 SMs "
+                    "(https://www.nvidia.com/content/PDF/nvidia-ampere-ga-102-gpu-architecture-whitepaper-v2.pdf)"),
+}
+#: engines that run SGLang's fused MoE Triton kernel (vLLM: the same kernel and config rule, assumed)
+MOE_TRITON_ENGINES = ("sglang", "sglang-v2", "vllm")
+
+
+def write_moe_grid(gpus: dict, engines: dict) -> dict:
+    """The fused-MoE fit into the presets (in place); returns the fit."""
+    sys.path.insert(0, str(ROOT / "calibration" / "kernels"))
+    from compare import fit_moe_grid
+
+    fit = fit_moe_grid("sglang")
+    src = (f"fitted by calibration/kernels/compare.py --fit-moe-grid (fit_moe_grid) to the 132 points of "
+           f"calibration/datasets/h200-sglang-fused-moe.json (SGLang v0.5.6's fused MoE Triton kernel on one H200, "
+           f"each point costed on the grid it ran; MAPE {fit['fitted']['mape_pct']:.1f} %)")
+    for key, entry in gpus.items():
+        if key.startswith("_"):
+            continue
+        g = entry["gpu"]
+        g["sm_count"], g["sources"]["sm_count"] = SM_COUNTS[key]
+        for name in ("moe_cta_bytes_per_s", "moe_cta_bytes_per_s_fp8", "moe_cta_exit_us", "moe_cta_tile_us"):
+            g[name] = round(fit["values"][name], 4 if name.endswith("_us") else -7)
+            if key == "h200":
+                g["sources"][name] = src
+            else:
+                kind = "same Hopper SM and memory generation" if key in HOPPER else "assumed: not measured on this GPU"
+                g["sources"][name] = f"H200 value carried over ({kind}) until this GPU is measured; {src}"
+    for key, entry in engines.items():
+        if key in MOE_TRITON_ENGINES:
+            e = entry["engine"]
+            for name in ("moe_mem_efficiency", "moe_wide_tile_mem_efficiency"):
+                e[name] = round(fit["values"][name], 3)
+                e["sources"][name] = src + (" [vllm: the same kernel, assumed]" if key == "vllm" else "")
+    return fit
+
+
 def main() -> None:
     prof = json.loads((ROOT / PROFILE).read_text())
     h200, _ = get_gpu("h200")
@@ -71,8 +125,6 @@ def main() -> None:
             g["sources"][name] = f"H200 value {how} ({kind}) until this GPU is profiled; {src_meas}"
             if name in PUBLISHED.get(key, {}):
                 g[name], g["sources"][name] = PUBLISHED[key][name]
-    (ROOT / "models" / "gpus.json").write_text(json.dumps(gpus, indent=2) + "\n")
-
     engines = json.loads((ROOT / "models" / "engines.json").read_text())
     for key, entry in engines.items():
         if key.startswith("_"):
@@ -89,8 +141,11 @@ def main() -> None:
             e[name] = v
             e["sources"][name] = (f"{src_meas}; torch SDPA flash kernel with GQA packing, as engines pack it"
                                   if name == "attention_mem_efficiency" else src_meas)
+    moe = write_moe_grid(gpus, engines)
+    (ROOT / "models" / "gpus.json").write_text(json.dumps(gpus, indent=2) + "\n")
     (ROOT / "models" / "engines.json").write_text(json.dumps(engines, indent=2) + "\n")
     print(json.dumps(fit.to_dict(), indent=1))
+    print(json.dumps({"moe_grid": moe["values"], "fitted": moe["fitted"]}, indent=1))
 
 
 if __name__ == "__main__":

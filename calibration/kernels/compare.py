@@ -16,6 +16,7 @@ presets take from these points (the engines' ``moe_mem_efficiency``), ``--fit-ct
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import statistics
 import sys
@@ -59,21 +60,101 @@ def _moe_points(engine: str) -> tuple:
     return tuple(out)
 
 
-def moe_rows(engine: str, moe_mem_efficiency: float | None = None) -> list[dict]:
-    """Every measured fused-MoE point beside the model's charge for it (``moe_mem_efficiency``: in place of
-    the engine preset's routed-expert bandwidth share, as :func:`fit_moe_mem_efficiency` tries values)."""
+#: the parameters :func:`fit_moe_grid` fits (name -> (where it lives, start, bounds))
+MOE_GRID_PARAMS = {
+    "moe_mem_efficiency": ("engine", 0.85, (0.2, 1.0)),
+    "moe_wide_tile_mem_efficiency": ("engine", 0.6, (0.2, 1.0)),
+    "moe_cta_bytes_per_s": ("gpu", 4.4e10, (1e9, 1e12)),
+    "moe_cta_bytes_per_s_fp8": ("gpu", 2.7e10, (1e9, 1e12)),
+    "moe_cta_exit_us": ("gpu", 0.12, (0.0, 5.0)),
+    "moe_cta_tile_us": ("gpu", 0.9, (0.0, 20.0)),
+}
+
+
+def _measured_op(pt: dict, p: dict, op: Op) -> Op:
+    """The model's operator for a measured point, with the grid and weight bytes the point ran: its config's
+    tiles, the rows ``moe_align_block_size`` padded (``padded_rows``), the grid the benchmark launched
+    (always ``pairs + (E + 1) x (BLOCK_M - 1)`` rows, :func:`sglang_fused_moe.align`) and the bytes of the
+    experts it read, the shared expert included where it rides in the kernel."""
+    import math
+
+    cfg = pt["config"]
+    bm, bn = float(cfg["BLOCK_SIZE_M"]), float(cfg["BLOCK_SIZE_N"])
+    n_out = op.n_cols
+    tiles_n = math.ceil(n_out / bn)
+    e_kernel = p["num_experts"] + (1 if pt["shared_expert_fused"] else 0)
+    pairs = pt["M"] * (p["experts_per_token"] + (1 if pt["shared_expert_fused"] else 0))
+    launched = math.ceil((pairs + (e_kernel + 1) * (bm - 1)) / bm) * tiles_n
+    wide = not p["moe_fp8_tiles"] and "BLOCK_SIZE_K" in cfg and cfg["BLOCK_SIZE_K"] == 32 and bm == 64
+    return dataclasses.replace(op, bytes=float(pt["weight_bytes"]), rows_padded=float(pt["padded_rows"]),
+                               ctas=pt["padded_rows"] / bm * tiles_n, ctas_launched=float(launched), tile_area=bm * bn,
+                               bw_eff=p["moe_wide_tile_mem_efficiency"] if wide else p["moe_mem_efficiency"])
+
+
+def moe_rows(engine: str, values: dict | None = None, as_measured: bool = True) -> list[dict]:
+    """Every measured fused-MoE point beside the model's charge for it.
+
+    ``as_measured`` (default): the ``grouped_gemm`` family's formula on the grid and bytes the point ran
+    (:func:`_measured_op`), what :func:`fit_moe_grid` fits; else the operator as a forward builds it
+    (tiles from the config rule, expected rows and grid) plus the shared-expert GEMM where SGLang fuses that
+    expert into the kernel. ``values``: parameters in place of the presets' (as the fit tries them)."""
     rows = []
     for pt, base in _moe_points(engine):
         p = dict(base)  # the cached parameters stay the preset's
-        if moe_mem_efficiency is not None:
-            p["moe_mem_efficiency"] = moe_mem_efficiency
+        for k, v in (values or {}).items():
+            if k == "moe_cta_bytes_per_s_fp8":
+                if p["moe_fp8_tiles"]:
+                    p["moe_cta_bytes_per_s"] = v
+            elif k == "moe_cta_bytes_per_s":
+                if not p["moe_fp8_tiles"]:
+                    p[k] = v
+            else:
+                p[k] = v
         ops = {o.name: o for o in target_ops(p, 1.0)}
-        us = _per_call_us(p, ops[OPS[pt["part"]]])
-        if pt["shared_expert_fused"]:
-            us += _per_call_us(p, ops[SHARED_OPS[pt["part"]]])
+        op = ops[OPS[pt["part"]]]
+        if as_measured:
+            us = _per_call_us(p, _measured_op(pt, p, op))
+        else:
+            us = _per_call_us(p, op)
+            if pt["shared_expert_fused"]:
+                us += _per_call_us(p, ops[SHARED_OPS[pt["part"]]])
         rows.append({"shape": pt["shape"], "part": pt["part"], "M": pt["M"], "measured_us": pt["us"], "modeled_us": us,
                      "error_pct": 100.0 * (us / pt["us"] - 1.0)})
     return rows
+
+
+def fit_moe_grid(engine: str = "sglang", shapes: tuple[str, ...] | None = None) -> dict:
+    """The fused-MoE kernel's parameters (:data:`MOE_GRID_PARAMS`: the engine's bandwidth shares of the normal
+    and the wide bf16 default tiles, the GPU's per-CTA streaming rates for bf16 and fp8, its SM-us per launched
+    and per live CTA) fitted by least squares in log time to the measured points, each costed on the grid it
+    ran (:func:`moe_rows`); the rest of the charge (kernel floor, graph node gap, padded-row compute) is the
+    model's. ``shapes``: fit to those shapes only (the others held out)."""
+    import numpy as np
+    from scipy.optimize import least_squares
+
+    names = list(MOE_GRID_PARAMS)
+    scale = np.array([MOE_GRID_PARAMS[k][1] for k in names])
+    keep = [i for i, (pt, _) in enumerate(_moe_points(engine)) if shapes is None or pt["shape"] in shapes]
+
+    def resid(x):
+        rows = moe_rows(engine, dict(zip(names, x * scale)))
+        return [np.log(rows[i]["modeled_us"] / rows[i]["measured_us"]) for i in keep]
+
+    lo = np.array([MOE_GRID_PARAMS[k][2][0] for k in names]) / scale
+    hi = np.array([MOE_GRID_PARAMS[k][2][1] for k in names]) / scale
+    sol = least_squares(resid, np.ones(len(names)), bounds=(lo, hi), x_scale=1.0, diff_step=1e-3)
+    values = dict(zip(names, (float(v) for v in sol.x * scale)))
+    rows = moe_rows(engine, values)
+    held = [r for i, r in enumerate(rows) if i not in set(keep)]
+    fitted = [rows[i] for i in keep]
+
+    def stats(rs):
+        e = [abs(r["error_pct"]) for r in rs]
+        return {"points": len(e), "mape_pct": statistics.mean(e) if e else None, "worst_pct": max(e) if e else None}
+
+    return {"values": values, "fitted": stats(fitted), "held_out": stats(held),
+            "by_shape": {(sh, part): stats([r for r in rows if r["shape"] == sh and r["part"] == part])
+                         for sh in SHAPES for part in OPS}}
 
 
 def small_rows(engine: str) -> list[dict]:
@@ -146,33 +227,13 @@ def fit_cta_form() -> list[dict]:
     return out
 
 
-def fit_moe_mem_efficiency(engine: str = "sglang") -> dict:
-    """The engine's ``moe_mem_efficiency`` (routed-expert weight bytes over ``efficiency x`` datasheet HBM
-    bandwidth) that fits every measured point of SGLang's fused MoE kernel, with the rest of the model's
-    charge (kernel floor, graph node gap, padded-tile compute, the fused shared expert) as it is: least squares
-    in log time over all shapes, both GEMMs and M = 1 ... 512 (one value: the model has one per engine)."""
-    import numpy as np
-    from scipy.optimize import minimize_scalar
-
-    def loss(e: float) -> float:
-        return float(sum(np.log(r["modeled_us"] / r["measured_us"]) ** 2 for r in moe_rows(engine, e)))
-
-    best = minimize_scalar(loss, bounds=(0.2, 1.0), method="bounded", options={"xatol": 1e-4})
-    rows = moe_rows(engine, float(best.x))
-    errs = [r["error_pct"] for r in rows]
-    by = {(s, part): statistics.median([r["error_pct"] for r in rows if r["shape"] == s and r["part"] == part])
-          for s in SHAPES for part in OPS}
-    return {"moe_mem_efficiency": float(best.x), "points": len(rows), "mape_pct": statistics.mean(map(abs, errs)),
-            "median_pct": statistics.median(errs), "median_pct_by_shape": by}
-
-
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--engine", default="sglang")
     ap.add_argument("--points", action="store_true", help="every point, not only the summary by shape")
     ap.add_argument("--fit-cta", action="store_true", help="also fit the CTA-limited form per family (fit_cta_form)")
-    ap.add_argument("--fit-moe-efficiency", action="store_true",
-                    help="also fit the engine's moe_mem_efficiency to every point (fit_moe_mem_efficiency)")
+    ap.add_argument("--fit-moe-grid", action="store_true",
+                    help="also fit the fused-MoE kernel's parameters to every point, and leaving each shape out (fit_moe_grid)")
     a = ap.parse_args()
     rows = moe_rows(a.engine)
     print(f"routed-expert GEMMs, model ({a.engine} preset on h200) vs SGLang's fused MoE kernel measured on one H200")
@@ -208,12 +269,18 @@ def main() -> None:
         for f in fit_cta_form():
             print(f"  {f['family']:32s} {f['part']:8s} F {f['fixed_us']:5.1f} us  B_peak {f['peak_TB_s']:.2f} TB/s  "
                   f"b_cta {f['per_cta_GB_s']:5.1f} GB/s  MAPE {f['mape_pct']:4.1f} %  worst {f['worst_pct']:4.1f} %")
-    if a.fit_moe_efficiency:
-        f = fit_moe_mem_efficiency(a.engine)
-        print(f"\nmoe_mem_efficiency fitted to all {f['points']} points: {f['moe_mem_efficiency']:.3f} "
-              f"(MAPE {f['mape_pct']:.1f} %, median {f['median_pct']:+.1f} %); median error by shape and GEMM:")
-        for (shape, part), e in f["median_pct_by_shape"].items():
-            print(f"  {shape:42s} {part:8s} {e:+6.1f} %")
+    if a.fit_moe_grid:
+        f = fit_moe_grid(a.engine)
+        print(f"\nfused-MoE kernel parameters fitted to all {f['fitted']['points']} points (MAPE {f['fitted']['mape_pct']:.1f} %, "
+              f"worst {f['fitted']['worst_pct']:.1f} %):")
+        for k, v in f["values"].items():
+            print(f"  {k:30s} {v:.4g}")
+        for (shape, part), st in f["by_shape"].items():
+            print(f"  {shape:42s} {part:8s} MAPE {st['mape_pct']:5.1f} %  worst {st['worst_pct']:5.1f} %")
+        print("each shape held out (fitted to the other five):")
+        for shape in SHAPES:
+            h = fit_moe_grid(a.engine, tuple(s for s in SHAPES if s != shape))["held_out"]
+            print(f"  {shape:42s} {h['points']:3d} points  MAPE {h['mape_pct']:5.1f} %  worst {h['worst_pct']:5.1f} %")
     errs = [r["error_pct"] for r in small]
     engine_style = [r["error_pct"] for r in small if "torch.topk" not in r["kernel"]]
     print(f"all {len(errs)} points: median {statistics.median(errs):+.1f} %; without torch.topk (not an engine kernel: "

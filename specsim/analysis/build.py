@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ..errors import SpecsimError
-from ..io.presets import get_engine, get_gpu, get_model, load_scenario, preset_key, scenario_from_dict
+from ..io.presets import get_engine, get_gpu, get_model, load_scenario, moe_config_tuned, preset_key, scenario_from_dict
 from ..physics.schema import Parallel, Scenario, Speculation, Workload, check_field
 
 
@@ -58,6 +58,22 @@ def set_moe_prior(engine: dict, preset, target: dict) -> None:
         engine.setdefault("sources", {})["moe_mem_efficiency"] = src + (" (routed experts are INT4)" if use_int4 else "")
 
 
+def set_moe_config(data: dict) -> None:
+    """A deployment on an engine with Triton fused-MoE tiles runs a tuned config table where the engine ships
+    one for its experts, TP and GPU (:func:`~specsim.io.presets.moe_config_tuned`), else the default config."""
+    eng, t = data["engine"], data["target"]
+    if eng.get("moe_tiles") != "sglang-triton" or not t.get("moe"):
+        return
+    m, tp = t["moe"], data["parallel"]["tp"]
+    tuned = moe_config_tuned(data["gpu"]["name"], m["num_experts"], m.get("num_shared_experts") or 0,
+                             m["expert_intermediate"] // tp, t["dtypes"]["routed_experts"])
+    eng["moe_config"] = "tuned" if tuned else "default"
+    eng.setdefault("sources", {})["moe_config"] = (
+        f"{'a tuned table' if tuned else 'no tuned table: get_default_config'} for E={m['num_experts']}, "
+        f"N={m['expert_intermediate'] // tp}, {data['gpu']['name']}, {t['dtypes']['routed_experts']} in SGLang v0.5.6's "
+        "fused_moe_triton/configs (models/sglang_moe_configs.json)")
+
+
 def _slug(text: str) -> str:
     import re
 
@@ -93,6 +109,7 @@ def fresh_scenario(model: str, gpu: str, tp: int, engine: str | None = None, *, 
                        **({"dtype": dtype} if dtype else {})},
     }
     set_moe_prior(data["engine"], eng, t)
+    set_moe_config(data)
     return scenario_from_dict(data, "scenario")
 
 
@@ -142,6 +159,7 @@ def build_scenario(
       ``accept`` carries the per-position profile, not tau.
     """
     sc = scenario if isinstance(scenario, Scenario) else load_scenario(scenario)
+    redeployed = any(x is not None for x in (model, engine, gpu, tp, dtype))  # the MoE config may change
     for val, model_cls, fld, flag in ((batch, Workload, "batch", "batch"), (ctx, Workload, "ctx", "ctx"),
                                       (tp, Parallel, "tp", "tp"), (steps, Speculation, "steps", "steps"),
                                       (topk, Speculation, "topk", "topk"),
@@ -266,6 +284,8 @@ def build_scenario(
             if eng["capture_token_sizes"] is None:
                 eng["capture_batch_sizes"] = []
         eng.setdefault("sources", {})["capture_batch_sizes"] = f"--graph-max {graph_max} (user)"
+    if redeployed:
+        set_moe_config(data)
     out = scenario_from_dict(data, "scenario")
     if profile is not None:
         from .profile_fit import apply_profile

@@ -193,11 +193,7 @@ def _op_parts(p: Params, op: Op) -> dict:
         mem, excess = gemm_us(p, op.m, op.n_cols, op.k_dim, op.bytes, op.act_bytes, op.bw_eff, op.flop_rate)
         return {"weights": mem, "compute": excess}
     if op.family == "grouped_gemm":
-        mem = (op.bytes + op.act_bytes) * _us_per_byte(bw, op.bw_eff)
-        # each active expert computes its own rows (tokens routed to it), padded to the MMA tile
-        experts = np.maximum(op.experts, 1e-9)
-        cmp_ = experts * gemm_compute_us(p, np.maximum(op.m / experts, 1.0), op.n_cols, op.k_dim, op.flop_rate)
-        return {"weights": mem, "compute": np.maximum(cmp_ - mem, 0.0)}
+        return _grouped_gemm_parts(p, op)
     if op.family == "attention":
         mem = op.bytes * _us_per_byte(bw, op.bw_eff)
         cmp_ = op.flops * memo("us_per_flop", lambda: 1e6 / op.flop_rate, op.flop_rate)  # flop_rate: the attention kernels' achieved peak
@@ -209,6 +205,32 @@ def _op_parts(p: Params, op: Op) -> dict:
     if op.family == "fixed":
         return {"kernel_fixed": op.fixed_us}
     raise ValueError(f"unknown kernel family {op.family!r}")
+
+
+TILE_AREA_REF = 64.0 * 128.0  # the output tile moe_cta_tile_us is quoted for (BLOCK_M x BLOCK_N)
+
+
+def _grouped_gemm_parts(p: Params, op: Op) -> dict:
+    """Routed experts (fused kernel): the distinct experts' weights stream at the kernel's bandwidth, or at
+    ``live CTAs x moe_cta_bytes_per_s`` where the grid has too few CTAs to reach it; every launched CTA costs
+    ``moe_cta_exit_us`` and every live one ``moe_cta_tile_us`` per 64 x 128 tile of SM time (over the SMs);
+    compute runs the rows padded to the row tile. Without a grid (``ctas`` inf) only the bandwidth share applies."""
+    bw = p["hbm_bytes_per_s"] * op.bw_eff
+    cta_bw = op.ctas * p["moe_cta_bytes_per_s"]
+    stream = (min(bw, cta_bw) if _scalar(bw, cta_bw) else np.minimum(bw, cta_bw))
+    mem = (op.bytes + op.act_bytes) / stream * 1e6
+    grid_us = (op.ctas_launched * p["moe_cta_exit_us"]
+               + _where0(op.ctas, op.tile_area) * p["moe_cta_tile_us"] / TILE_AREA_REF) / p["sm_count"]
+    cmp_ = 2.0 * op.rows_padded * op.n_cols * op.k_dim / (op.flop_rate * p["gemm_peak_efficiency"]) * 1e6
+    excess = max(cmp_ - mem, 0.0) if _scalar(cmp_, mem) else np.maximum(cmp_ - mem, 0.0)
+    return {"weights": mem, "compute": excess + grid_us}
+
+
+def _where0(ctas, area):
+    """``ctas x area`` with no tile (area 0) giving 0 even where ``ctas`` is inf (no grid modeled)."""
+    if _scalar(ctas, area):
+        return ctas * area if area else 0.0
+    return np.where(np.asarray(area) > 0, np.where(np.isfinite(ctas), ctas, 0.0) * area, 0.0)
 
 
 #: the components (besides ``kernels``) each family's operators add to in :meth:`_Acc.add`

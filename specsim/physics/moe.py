@@ -32,3 +32,50 @@ def experts_read(num_experts, experts_per_token, n_tokens, per_token_kernel):
         return float(n_tokens) * float(experts_per_token) if per_token_kernel else fused
     gathered = np.asarray(n_tokens, dtype=float) * np.asarray(experts_per_token, dtype=float)
     return np.where(np.asarray(per_token_kernel, dtype=bool), gathered, fused)
+
+
+def _w(cond, a, b):
+    """``np.where`` that keeps Python scalars scalar."""
+    if np.ndim(cond) == 0 and np.ndim(a) == 0 and np.ndim(b) == 0:
+        return a if bool(cond) else b
+    return np.where(cond, a, b)
+
+
+def fused_moe_tiles(tokens, num_experts, fp8, tuned):
+    """(BLOCK_SIZE_M, BLOCK_SIZE_N, wide) of the fused-MoE Triton kernel over ``tokens`` tokens.
+
+    ``tuned`` = 0: SGLang v0.5.6's ``get_default_config`` (fused_moe_triton_config.py): fp8 block-wise
+    64 x 128 x 128; bf16 16 x 32 x 64 while tokens <= experts, else 64 x 64 x 32 (``wide`` = 1: the
+    tiles whose bandwidth ``moe_wide_tile_mem_efficiency`` is). ``tuned`` = 1: a tuned table, taken as
+    v0.5.6's H200 tables are (``calibration/kernels/sglang_moe_configs/``: the nearest key to the token
+    count): 16-row tiles up to ~128 tokens (bf16) / ~512 (fp8), then 32, 64, 128; N tiles of 64 (bf16,
+    up to 16 tokens) or 128.
+    """
+    m = tokens
+    small = m <= num_experts
+    d_bm = _w(fp8, 64.0, _w(small, 16.0, 64.0))
+    d_bn = _w(fp8, 128.0, _w(small, 32.0, 64.0))
+    t_bm = _w(fp8, _w(m <= 768, 16.0, 64.0), _w(m <= 192, 16.0, _w(m <= 384, 32.0, _w(m <= 768, 64.0, 128.0))))
+    t_bn = _w(fp8, 128.0, _w(m <= 16, 64.0, 128.0))
+    wide = _w(tuned, 0.0, _w(fp8, 0.0, _w(small, 0.0, 1.0)))
+    return _w(tuned, t_bm, d_bm), _w(tuned, t_bn, d_bn), wide
+
+
+def fused_moe_grid(num_experts, experts_per_token, tokens, active, block_m, n_out, block_n):
+    """(live CTAs, launched CTAs, padded rows) of one fused-MoE GEMM's grid.
+
+    Rows are the tokens' (token, expert) pairs sorted by expert, each expert's padded to BLOCK_M
+    (``moe_align_block_size``): an expert with work holds about max(1, rows/BLOCK_M + 1/2) blocks. The
+    grid is launched for the worst case, ``pairs + (E + 1) x (BLOCK_M - 1)`` rows (SGLang v0.5.6's
+    ``fused_moe_triton/moe_align_block_size.py``; later releases launch ``pairs x BLOCK_M`` rows while
+    pairs < E + 1); blocks past the real rows exit at once. Each block spans ceil(N / BLOCK_N) CTAs.
+    """
+    pairs = tokens * experts_per_token
+    a = np.maximum(active, 1e-9) if np.ndim(active) else max(float(active), 1e-9)
+    per_expert = pairs / a / block_m + 0.5
+    blocks = a * (np.maximum(per_expert, 1.0) if np.ndim(per_expert) else max(per_expert, 1.0))
+    tiles_n = np.ceil(n_out / block_n)
+    launched_blocks = np.ceil((pairs + (num_experts + 1) * (block_m - 1)) / block_m)
+    if np.ndim(tiles_n) == 0:
+        tiles_n, launched_blocks = float(tiles_n), float(launched_blocks)
+    return blocks * tiles_n, launched_blocks * tiles_n, blocks * block_m

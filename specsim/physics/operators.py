@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .collectives import allgather_us, allreduce_us
-from .moe import expected_distinct_experts, experts_read
+from .moe import expected_distinct_experts, experts_read, fused_moe_grid, fused_moe_tiles
 from .params import Params
 
 ACT_BYTES = 2.0  # bf16 activations
@@ -60,6 +60,10 @@ class Op:
     bw_eff: object = 1.0  # achieved / datasheet HBM bandwidth of this kernel's traffic
     flop_rate: object = 1.0  # peak FLOP/s of the dtype it computes in
     experts: object = 1.0  # grouped GEMM: experts with work
+    rows_padded: object = 0.0  # grouped GEMM: (token, expert) rows padded to the kernel's row tile
+    ctas: object = np.inf  # grouped GEMM: live CTAs of the grid (inf: not latency-bound by its CTAs)
+    ctas_launched: object = 0.0  # grouped GEMM: CTAs launched (live or exiting at once)
+    tile_area: object = 0.0  # grouped GEMM: BLOCK_M x BLOCK_N of a CTA's output tile
     fixed_us: object = 0.0  # collective or fixed-time operators: us per kernel
 
 
@@ -193,6 +197,30 @@ def _gqa_ops(p: Params, gqa, L, fused, n, h, b, w, multi, heads_r, kv_r, ctx_eff
     ]
 
 
+def _routed_expert_ops(p: Params, Lm, n, routed, k, E, h, ei, reads, active, br, fr) -> list[Op]:
+    """The routed experts' gate_up and down grouped GEMMs over n tokens (``routed`` of them pick experts).
+
+    With the engine's Triton tiles (``moe_triton_tiles``) each carries its kernel's grid: rows padded to
+    the config's BLOCK_M, live and launched CTAs (:func:`~specsim.physics.moe.fused_moe_grid`), and the
+    wide bf16 default tiles' bandwidth share; otherwise rows pad to the MMA tile and no CTA limit applies.
+    """
+    triton = p["moe_triton_tiles"]
+    pairs = routed * k
+    if _absent(Lm):
+        return [Op("experts_gate_up", "grouped_gemm", "moe", Lm), Op("experts_down", "grouped_gemm", "moe", Lm)]
+    bm, bn, wide = fused_moe_tiles(n, E, p["moe_fp8_tiles"] > 0, p["moe_tuned_config"])
+    bm = _where(triton > 0, bm, 16.0)
+    eff = _where(wide * triton > 0, p["moe_wide_tile_mem_efficiency"], p["moe_mem_efficiency"])
+    out = []
+    for name, n_out, k_dim, wbytes, act in (("experts_gate_up", 2 * ei, h, reads * 2 * h * ei * br, n * k * (h + 2 * ei)),
+                                            ("experts_down", h, ei, reads * h * ei * br, n * k * (h + ei))):
+        live, launched, rows = fused_moe_grid(E, k, routed, active, bm, n_out, bn)
+        out.append(Op(name, "grouped_gemm", "moe", Lm, bytes=wbytes, act_bytes=act * ACT_BYTES, flops=2 * pairs * n_out * k_dim,
+                      m=pairs, n_cols=n_out, k_dim=k_dim, bw_eff=eff, flop_rate=fr, experts=active, rows_padded=rows,
+                      ctas=_where(triton > 0, live, np.inf), ctas_launched=launched * triton, tile_area=bm * bn * triton))
+    return out
+
+
 def target_ops(p: Params, tokens_per_request, batch=None, ctx=None, graph=None, multi_token=None,
                routed_tokens=None) -> list[Op]:
     """Operators of the target forward over batch x tokens_per_request new tokens."""
@@ -264,15 +292,12 @@ def target_ops(p: Params, tokens_per_request, batch=None, ctx=None, graph=None, 
     reads = reads * _where(per_token, p["per_token_traffic_factor"], 1.0)
     active = _where(per_token, n * k, expected_distinct_experts(E, k, routed))
     br, fr = p["bytes_routed"], p["flops_routed"]
-    moe_eff = p["moe_mem_efficiency"]
+    experts_ops = _routed_expert_ops(p, Lm, n, routed, k, E, h, ei, reads, active, br, fr)
     ops += [
         _gemm("router", "moe", Lm, p, n, h, E, 2.0, p["flops_bf16"]),
         _gemm("shared_gate_up", "moe", Lm * (sh > 0), p, n, h, 2 * sh, bs_, fs),
         _gemm("shared_down", "moe", Lm * (sh > 0), p, n, sh, h, bs_, fs),
-        Op("experts_gate_up", "grouped_gemm", "moe", Lm, bytes=reads * 2 * h * ei * br, act_bytes=n * k * (h + 2 * ei) * ACT_BYTES,
-           flops=4 * n * k * h * ei, m=n * k, n_cols=2 * ei, k_dim=h, bw_eff=moe_eff, flop_rate=fr, experts=active),
-        Op("experts_down", "grouped_gemm", "moe", Lm, bytes=reads * h * ei * br, act_bytes=n * k * (h + ei) * ACT_BYTES,
-           flops=2 * n * k * h * ei, m=n * k, n_cols=h, k_dim=ei, bw_eff=moe_eff, flop_rate=fr, experts=active),
+        *experts_ops,
         _elem("moe_topk_sort_align", "moe", Lm * 4, p, n * E * 4.0),
         _elem("moe_silu_mul", "moe", Lm, p, 3 * n * k * ei * ACT_BYTES),
         _elem("moe_combine", "moe", Lm, p, n * (k + 1) * h * ACT_BYTES),

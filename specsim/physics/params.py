@@ -36,6 +36,10 @@ def gpu_params(g, dtypes, draft_dtype: str) -> Params:
         "flops_head": g.flops_for(dtypes.lm_head),
         "flops_draft": g.flops_for(draft_dtype),
         "flops_bf16": g.peak_flops["bf16"],
+        "sm_count": float(g.sm_count),
+        "moe_cta_bytes_per_s": g.moe_cta_bytes_per_s_fp8 if dtypes.routed_experts == "fp8" else g.moe_cta_bytes_per_s,
+        "moe_cta_exit_us": g.moe_cta_exit_us,
+        "moe_cta_tile_us": g.moe_cta_tile_us,
     }
 
 
@@ -120,6 +124,12 @@ def scenario_params(sc: Scenario) -> Params:
         "continuous_decode_steps": float(e.continuous_decode_steps),
         "moe_per_token_kernel": float(e.moe_kernel == "per_token"),
         "moe_mem_efficiency": e.moe_mem_efficiency,
+        # the Triton fused-MoE tiles and CTA grid: measured for bf16 and fp8 experts (W4A16 kernels keep the share alone)
+        "moe_triton_tiles": float(e.moe_tiles == "sglang-triton" and e.moe_kernel == "fused"
+                                  and dt.routed_experts in ("bf16", "fp16", "fp8")),
+        "moe_tuned_config": float(e.moe_config == "tuned"),
+        "moe_fp8_tiles": float(dt.routed_experts == "fp8"),
+        "moe_wide_tile_mem_efficiency": e.moe_wide_tile_mem_efficiency,
         "per_token_traffic_factor": e.per_token_traffic_factor,
         "small_kernel_factor": e.small_kernel_factor,
         "fused_projections": float(e.fused_projections),

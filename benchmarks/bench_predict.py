@@ -34,7 +34,8 @@ import numpy as np
 
 #: parameters that choose a code path (architecture kind, launch mode, kernel kind), not a number
 SWITCHES = {"is_mla", "fused_projections", "mla_absorbed", "attention_unpacked", "moe_per_token_kernel",
-            "graph_decode", "graph_verify", "graph_draft", "graph_draft_extend", "overlap_scheduler",
+            "graph_decode", "graph_verify", "graph_draft", "graph_draft_extend", "overlap_scheduler", "moe_triton_tiles",
+            "moe_tuned_config", "moe_fp8_tiles",
             "overlap_scheduler_baseline", "topk", "capture_batch_sizes", "capture_token_sizes"}
 #: whole-number parameters (counts, dimensions): random integers
 INTEGERS = {"tp", "allreduces_per_layer", "num_layers", "hidden", "intermediate", "vocab", "num_heads", "num_kv_heads",
@@ -43,7 +44,7 @@ INTEGERS = {"tp", "allreduces_per_layer", "num_layers", "hidden", "intermediate"
             "draft_layers", "draft_hidden", "draft_intermediate", "draft_heads", "draft_kv_heads", "draft_head_dim",
             "draft_vocab", "draft_fuse", "draft_kernels_per_layer", "multi_token_kernels_per_layer",
             "sample_kernels", "decode_sample_kernels", "draft_preprocess_kernels", "host_syncs_per_cycle",
-            "continuous_decode_steps"}
+            "continuous_decode_steps", "sm_count"}
 
 
 def _cold(cmd: list[str], runs: int) -> float:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 
@@ -71,6 +73,12 @@ def fused_moe_grid(num_experts, experts_per_token, tokens, active, block_m, n_ou
     pairs < E + 1); blocks past the real rows exit at once. Each block spans ceil(N / BLOCK_N) CTAs.
     """
     pairs = tokens * experts_per_token
+    if _scalars(num_experts, pairs, active, block_m, n_out, block_n):  # one scenario: the same on floats
+        per = max(float(pairs) / max(float(active), 1e-9) / block_m + 0.5, 1.0)
+        tiles = float(math.ceil(n_out / block_n))
+        launched = float(math.ceil((pairs + (num_experts + 1) * (block_m - 1)) / block_m))
+        blocks = max(float(active), 1e-9) * per
+        return blocks * tiles, launched * tiles, blocks * block_m
     a = np.maximum(active, 1e-9) if np.ndim(active) else max(float(active), 1e-9)
     per_expert = pairs / a / block_m + 0.5
     blocks = a * (np.maximum(per_expert, 1.0) if np.ndim(per_expert) else max(per_expert, 1.0))

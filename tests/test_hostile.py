@@ -378,7 +378,9 @@ _VALUES = st.one_of(st.integers(-10**30, 10**30), st.floats(allow_nan=True, allo
                     st.text(max_size=5), st.none(), st.lists(st.integers(-5, 5), max_size=3))
 _FIELDS = [("gpu", "hbm_bytes_per_s"), ("gpu", "kernel_floor_us"), ("target", "num_layers"), ("target", "hidden"),
            ("engine", "eager_launch_us"), ("engine", "capture_batch_sizes"), ("workload", "batch"),
-           ("workload", "ctx"), ("parallel", "tp"), ("parallel", "allreduce_scale"), ("speculation", "steps")]
+           ("workload", "ctx"), ("parallel", "tp"), ("parallel", "allreduce_scale"), ("speculation", "steps"),
+           ("gpu", "sm_count"), ("gpu", "moe_cta_bytes_per_s"), ("gpu", "moe_cta_exit_us"),
+           ("engine", "moe_wide_tile_mem_efficiency")]
 
 
 @pytest.fixture(scope="module")
@@ -625,3 +627,18 @@ def test_quantising_a_part_the_model_lacks_is_refused(run_cli, run_json):
 def test_training_costs_are_bounded(run_cli):
     """--gpu-hours-per-100k 1e308 printed 'GPU-hours invested inf'."""
     _one_line_exit_2(run_cli, "whatif", "training", "--gpu-hours-per-100k", "1e308", field="gpu-hours-per-100k")
+
+
+@pytest.mark.parametrize("field,value", [("sm_count", 1), ("sm_count", 10_000), ("moe_cta_bytes_per_s", 1e6),
+                                         ("moe_cta_bytes_per_s_fp8", 1e14), ("moe_cta_exit_us", 1e3), ("moe_cta_tile_us", 0.0)])
+def test_the_fused_moe_grid_at_its_bounds_gives_finite_predictions(field, value):
+    """Every value the schema lets through for the grid's GPU numbers costs a finite, positive forward (a bf16
+    MoE on the Triton tiles, where the grid applies)."""
+    from specsim.analysis.build import build_scenario
+    from specsim.analysis.predict import evaluate
+    from specsim.io.presets import scenario_from_dict
+
+    d = build_scenario(model="qwen3-30b-a3b", gpu="h200", tp=1, engine="sglang", batch=64).model_dump()
+    d["gpu"][field] = value
+    pred = evaluate(scenario_from_dict(d))
+    assert math.isfinite(pred.tok_s) and pred.tok_s > 0 and math.isfinite(pred.baseline_tok_s) and pred.baseline_tok_s > 0

@@ -121,10 +121,10 @@ class GPU(_Model):
         0.7, gt=0, le=1, description="achieved/datasheet HBM BW of elementwise kernels (norms, rotary, activations)")
     sm_count: int = Field(132, ge=1, le=10_000, description="streaming multiprocessors (CTAs of a kernel's grid share them)")
     moe_cta_bytes_per_s: float = Field(
-        4.4e10, gt=0, le=1e14, description="weight bytes/s one live CTA of the fused-MoE Triton kernel streams (bf16 "
+        4.4e10, ge=1e6, le=1e14, description="weight bytes/s one live CTA of the fused-MoE Triton kernel streams (bf16 "
         "tiles): with few CTAs (few experts x N tiles) the kernel is latency-bound at n_cta x this, not at HBM bandwidth")
     moe_cta_bytes_per_s_fp8: float = Field(
-        2.7e10, gt=0, le=1e14, description="the same for fp8 tiles (per-block scales and dequantisation in the K loop)")
+        2.7e10, ge=1e6, le=1e14, description="the same for fp8 tiles (per-block scales and dequantisation in the K loop)")
     moe_cta_exit_us: float = Field(
         0.12, ge=0, le=1e3, description="SM-us per launched CTA of the fused-MoE grid, live or not: SGLang sizes the grid for "
         "the worst-case padding ((E + 1) x (BLOCK_M - 1) rows) and the CTAs past the real rows exit at once")

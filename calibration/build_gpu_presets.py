@@ -72,11 +72,16 @@ MOE_TRITON_ENGINES = ("sglang", "sglang-v2", "vllm")
 
 
 def write_moe_grid(gpus: dict, engines: dict) -> dict:
-    """The fused-MoE fit into the presets (in place); returns the fit."""
+    """The fused-MoE fit into the presets (in place), fitted on the presets as they are on disk (write the
+    profile's values first); returns the fit."""
     sys.path.insert(0, str(ROOT / "calibration" / "kernels"))
-    from compare import fit_moe_grid
+    import compare
 
-    fit = fit_moe_grid("sglang")
+    from specsim.io import presets
+
+    presets._json.cache_clear()
+    compare._moe_points.cache_clear()
+    fit = compare.fit_moe_grid("sglang")
     src = (f"fitted by calibration/kernels/compare.py --fit-moe-grid (fit_moe_grid) to the 132 points of "
            f"calibration/datasets/h200-sglang-fused-moe.json (SGLang v0.5.6's fused MoE Triton kernel on one H200, "
            f"each point costed on the grid it ran; MAPE {fit['fitted']['mape_pct']:.1f} %)")
@@ -141,9 +146,13 @@ def main() -> None:
             e[name] = v
             e["sources"][name] = (f"{src_meas}; torch SDPA flash kernel with GQA packing, as engines pack it"
                                   if name == "attention_mem_efficiency" else src_meas)
+    def write():
+        (ROOT / "models" / "gpus.json").write_text(json.dumps(gpus, indent=2) + "\n")
+        (ROOT / "models" / "engines.json").write_text(json.dumps(engines, indent=2) + "\n")
+
+    write()  # the profile's values on disk, then the fused-MoE fit on top of them
     moe = write_moe_grid(gpus, engines)
-    (ROOT / "models" / "gpus.json").write_text(json.dumps(gpus, indent=2) + "\n")
-    (ROOT / "models" / "engines.json").write_text(json.dumps(engines, indent=2) + "\n")
+    write()
     print(json.dumps(fit.to_dict(), indent=1))
     print(json.dumps({"moe_grid": moe["values"], "fitted": moe["fitted"]}, indent=1))
 

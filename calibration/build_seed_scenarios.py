@@ -25,6 +25,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from specsim.analysis.build import set_moe_config  # noqa: E402
 from specsim.io.presets import get_allreduce, get_engine, get_gpu, get_model  # noqa: E402
 from specsim.physics.cycle import baseline_step_ms, cycle_ms, cycle_phases_ms, verify_breakdown  # noqa: E402
 from specsim.physics.params import scenario_params  # noqa: E402
@@ -76,13 +77,15 @@ def scenario_dict(x: dict, tuned: bool) -> dict:
         "sources": {"alpha_us": "fitted to the seed's verify timings (calibration/build_seed_scenarios.py)",
                     "bus_bytes_per_s": "nccl-tests H200 table (https://github.com/microsoft/apex_plus/blob/main/profile/comm/H200-SXM-141GB/all_reduce.csv)"},
     })
-    return {
+    data = {
         "gpu": gpu.model_dump(), "target": target.model_dump(), "draft": draft.model_dump(), "engine": engine.model_dump(),
         "parallel": {"tp": 8, "allreduce": graph_ar.model_dump(), "allreduce_eager": nccl.model_dump()},
         "speculation": {"steps": 2, "topk": 1},
         "acceptance": {"rates": SEED_RATES, "source": "seed profile: tau(2)=2.09, sweep peak at 2 steps (calibration/README.md)"},
         "workload": {"batch": 1, "ctx": 2048},
     }
+    set_moe_config(data)  # the fused-MoE config the builder would look up for this deployment
+    return data
 
 
 def model_values(x: dict) -> dict:

@@ -97,8 +97,8 @@ def test_compare_costs_each_operator_as_the_forward_does():
     op = {o.name: o for o in target_ops(pk, 1.0)}["experts_down"]
     m = cmp._measured_op(pt, pk, op)
     changed = {f.name for f in dataclasses.fields(op) if getattr(op, f.name) != getattr(m, f.name)}
-    assert changed <= {"bytes", "rows_padded", "ctas", "ctas_launched", "tile_area", "bw_eff"}
-    assert m.rows_padded == pt["padded_rows"] and m.tile_area == 64 * 128
+    assert changed <= {"bytes", "rows_padded", "ctas", "ctas_launched", "tile_units", "bw_eff"}
+    assert m.rows_padded == pt["padded_rows"] and m.tile_units == pytest.approx(m.ctas)  # 64 x 128 tiles
     kimi = next(r for r in cmp.moe_rows("sglang") if r["shape"].startswith("kimi-k2") and r["part"] == "down" and r["M"] == 8)
     assert kimi["modeled_us"] == pytest.approx(cmp._per_call_us(pk, m))
 
@@ -131,7 +131,7 @@ def test_presets_carry_the_fused_moe_grid_fitted_to_the_measured_kernel_and_it_p
         assert "h200-sglang-fused-moe.json" in g.sources[name]
     for eng in ("sglang", "sglang-v2", "vllm"):
         e = get_engine(eng)
-        assert e.moe_tiles == "sglang-triton", eng
+        assert e.moe_tiles == ("vllm-triton" if eng == "vllm" else "sglang-triton"), eng
         assert e.moe_mem_efficiency == pytest.approx(v["moe_mem_efficiency"], abs=1e-3), eng
         assert e.moe_wide_tile_mem_efficiency == pytest.approx(v["moe_wide_tile_mem_efficiency"], abs=1e-3), eng
     # physical: the wide bf16 default tiles stream slower than the rest; one CTA streams well under the HBM rate
@@ -200,3 +200,57 @@ def test_gemm_points_are_physical_and_the_gemm_family_predicts_the_held_out_ones
     assert statistics.mean(abs(r["error_pct"]) for r in rows) < 10.0
     for shape in {r["shape"] for r in rows}:
         assert statistics.mean(abs(r["error_pct"]) for r in rows if r["shape"] == shape) < 12.0, shape
+
+
+def test_the_builder_looks_the_moe_config_up_again_only_for_a_new_deployment():
+    """A GPU, TP, dtype, model or engine change re-resolves the fused-MoE config; the scenario's own GPU or TP
+    given again keeps what the scenario says (a user's choice included)."""
+    from specsim.analysis.build import build_scenario
+
+    base = build_scenario(model="qwen3-30b-a3b", gpu="h200", tp=1, engine="sglang")
+    assert base.engine.moe_config == "tuned"
+    mine = base.model_copy(update={"engine": base.engine.model_copy(update={"moe_config": "default"})})
+    assert build_scenario(mine, gpu="h200").engine.moe_config == "default"
+    assert build_scenario(mine, tp=1).engine.moe_config == "default"
+    assert build_scenario(mine, steps=4).engine.moe_config == "default"
+    assert build_scenario(mine, tp=2).engine.moe_config == "tuned"  # E=128, N=384 on the H200: a table
+    assert build_scenario(mine, gpu="a100").engine.moe_config == "default"  # no A100 table for N=768
+    fp8 = build_scenario(mine, dtype="fp8").engine
+    assert fp8.moe_config == "tuned" and "fp8_w8a8,block_shape=[128, 128]" in fp8.sources["moe_config"]
+
+
+def test_the_grouped_gemm_costs_the_same_one_scenario_at_a_time_and_as_arrays():
+    """The fused-MoE operators on the Triton tiles: a flat block of deployments gives, point by point, what each
+    gives alone (the scalar and the array branches of the tiles, the grid and the cost are one formula)."""
+    import numpy as np
+
+    from specsim.analysis.build import build_scenario
+    from specsim.physics.cost import target_forward_ms
+    from specsim.physics.params import scenario_params
+
+    pts = [(m, tp, b, eng) for m, tp in (("qwen3-30b-a3b", 1), ("qwen3-30b-a3b", 4), ("glm-4.7-flash", 1), ("kimi-k2", 8))
+           for b in (1, 24, 64) for eng in ("sglang", "vllm")]
+    ps = [scenario_params(build_scenario(model=m, gpu="h200", tp=tp, engine=eng, batch=b)) for m, tp, b, eng in pts]
+    assert all(p["moe_triton_tiles"] == 1.0 for p in ps)
+    alone = [target_forward_ms(p, 3.0, keep_rows=True)["rows"] for p in ps]
+    flat = {k: (np.array([p[k] for p in ps]) if k not in ("capture_batch_sizes", "capture_token_sizes") else ps[0][k])
+            for k in ps[0]}
+    together = target_forward_ms(flat, 3.0, keep_rows=True)["rows"]
+    for name in ("experts_gate_up", "experts_down"):
+        arr = next(r for r in together if r["name"] == name)["us"]
+        one = [next(r for r in rows if r["name"] == name)["us"] for rows in alone]
+        np.testing.assert_allclose(arr, one, rtol=1e-9)
+
+
+def test_vllm_launches_a_smaller_grid_than_sglang_below_the_row_tile():
+    """vLLM clamps the grid below BLOCK_M tokens; SGLang v0.5.6 launches the worst-case padding at any size."""
+    from specsim.analysis.build import build_scenario
+    from specsim.physics.operators import target_ops
+    from specsim.physics.params import scenario_params
+
+    def op(engine, batch):
+        p = scenario_params(build_scenario(model="kimi-k2", gpu="h200", tp=8, engine=engine, batch=batch))
+        return next(o for o in target_ops(p, 1.0) if o.name == "experts_down")
+
+    assert op("vllm", 1).ctas_launched < op("sglang", 1).ctas_launched / 10
+    assert op("vllm", 128).ctas_launched == op("sglang", 128).ctas_launched

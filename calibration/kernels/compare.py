@@ -1,16 +1,19 @@
 """The cost model's kernels against the measured ones: routed-expert GEMMs and small kernels on the H200.
 
-    python calibration/kernels/compare.py [--engine sglang] [--points] [--fit-cta] [--fit-moe-efficiency]
+    python calibration/kernels/compare.py [--engine sglang] [--points] [--fit-cta] [--fit-moe-grid]
 
 For each point of ``calibration/datasets/h200-sglang-fused-moe.json`` (SGLang's fused MoE Triton
 kernel timed in a CUDA graph, :mod:`sglang_fused_moe`) the model's ``experts_gate_up`` /
 ``experts_down`` operator of the same model preset, TP and token count on the ``h200`` preset is
-costed as it is inside a graph-replayed forward (its kernel floor, graph node gap, weight bytes at
-the engine's routed-expert bandwidth, padded-tile compute), plus the shared-expert GEMM where SGLang
-fuses that expert into the kernel: per-call modeled vs measured, and the error by shape. Then the small kernels of ``h200-small-kernels.json`` against the elementwise
-family's per-kernel cost, and the cuBLAS GEMMs of ``h200-gemm-tiles.json`` (fine steps in M) against
-the ``gemm`` family. Nothing is written; ``--fit-moe-efficiency`` fits the one number the
-presets take from these points (the engines' ``moe_mem_efficiency``), ``--fit-cta`` a candidate form.
+costed as it is inside a graph-replayed forward (kernel floor, graph node gap, the weight stream at
+the tile's bandwidth share or its CTAs' rate, the grid's SM time, padded-row compute), on the grid
+and bytes the point ran (:func:`moe_rows`; ``as_measured=False``: the operator as a forward builds it,
+plus the shared-expert GEMM where SGLang fuses that expert into the kernel): per-call modeled vs
+measured, and the error by shape. Then the small kernels of ``h200-small-kernels.json`` against the
+elementwise family's per-kernel cost, and the cuBLAS GEMMs of ``h200-gemm-tiles.json`` (fine steps in
+M) against the ``gemm`` family. Nothing is written; ``--fit-moe-grid`` fits the six fused-MoE numbers
+the presets take from these points (:func:`fit_moe_grid`; ``calibration/build_gpu_presets.py`` writes
+them), ``--fit-cta`` an earlier candidate form.
 """
 
 from __future__ import annotations
@@ -51,7 +54,8 @@ def _per_call_us(p: dict, op: Op) -> float:
 @cache
 def _moe_points(engine: str) -> tuple:
     """(measured point, its deployment's parameters) for every fused-MoE point: built once per engine, as
-    :func:`fit_moe_mem_efficiency` costs the same points again for every value it tries."""
+    :func:`fit_moe_grid` costs the same points again for every value it tries (clear the cache after a
+    change of the presets: ``_moe_points.cache_clear()``)."""
     meas = json.loads((DATA / "h200-sglang-fused-moe.json").read_text())["points"]
     out = []
     for pt in meas:
@@ -86,8 +90,9 @@ def _measured_op(pt: dict, p: dict, op: Op) -> Op:
     pairs = pt["M"] * (p["experts_per_token"] + (1 if pt["shared_expert_fused"] else 0))
     launched = math.ceil((pairs + (e_kernel + 1) * (bm - 1)) / bm) * tiles_n
     wide = not p["moe_fp8_tiles"] and "BLOCK_SIZE_K" in cfg and cfg["BLOCK_SIZE_K"] == 32 and bm == 64
+    live = pt["padded_rows"] / bm * tiles_n
     return dataclasses.replace(op, bytes=float(pt["weight_bytes"]), rows_padded=float(pt["padded_rows"]),
-                               ctas=pt["padded_rows"] / bm * tiles_n, ctas_launched=float(launched), tile_area=bm * bn,
+                               ctas=live, ctas_launched=float(launched), tile_units=live * bm * bn / (64.0 * 128.0),
                                bw_eff=p["moe_wide_tile_mem_efficiency"] if wide else p["moe_mem_efficiency"])
 
 

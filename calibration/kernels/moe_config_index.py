@@ -32,13 +32,14 @@ def index(git_dir: str, commit: str) -> dict:
         m = NAME.match(path.rsplit("/", 1)[-1])
         if not m:
             continue
-        e, n, dev, dtype, _quant, _down = m.groups()
-        configs.add(f"E={e},N={n},device_name={dev},dtype={dtype or 'bf16'}")
+        e, n, dev, dtype, quant, _down = m.groups()
+        configs.add(f"E={e},N={n},device_name={dev},dtype={dtype or 'bf16'}" + (f",{quant}" if quant else ""))
     return {
         "_about": ("Fused-MoE Triton config files SGLang ships (experts incl. a fused shared expert, N = expert "
-                   "intermediate per TP rank, torch device name, weight dtype; Triton-version folders, block shapes, "
-                   "per-channel variants and _down files merged). Where a deployment's (E, N, device, dtype) is listed, "
-                   "SGLang runs that tuned table; else get_default_config. Written by calibration/kernels/moe_config_index.py."),
+                   "intermediate per TP rank, torch device name, weight dtype, and the fp8 variant - block_shape or "
+                   "per_channel_quant - where the name has one; Triton-version folders and _down files merged). Where a "
+                   "deployment's (E, N, device, dtype) is listed, SGLang runs that tuned table; else get_default_config. "
+                   "Written by calibration/kernels/moe_config_index.py."),
         "source": f"https://github.com/tails-mpt/sglang/tree/{commit}/{CONFIG_DIR} (SGLang v0.5.6 + the thoughtworks "
                   "fork's patches; `git ls-tree` of that folder)",
         "device_names": DEVICE_NAMES,

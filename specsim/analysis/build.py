@@ -62,16 +62,17 @@ def set_moe_config(data: dict) -> None:
     """A deployment on an engine with Triton fused-MoE tiles runs a tuned config table where the engine ships
     one for its experts, TP and GPU (:func:`~specsim.io.presets.moe_config_tuned`), else the default config."""
     eng, t = data["engine"], data["target"]
-    if eng.get("moe_tiles") != "sglang-triton" or not t.get("moe"):
+    if eng.get("moe_tiles", "none") == "none" or not t.get("moe"):
         return
     m, tp = t["moe"], data["parallel"]["tp"]
-    tuned = moe_config_tuned(data["gpu"]["name"], m["num_experts"], m.get("num_shared_experts") or 0,
+    found = moe_config_tuned(data["gpu"]["name"], m["num_experts"], m.get("num_shared_experts") or 0,
                              m["expert_intermediate"] // tp, t["dtypes"]["routed_experts"])
-    eng["moe_config"] = "tuned" if tuned else "default"
+    eng["moe_config"] = "tuned" if found else "default"
     eng.setdefault("sources", {})["moe_config"] = (
-        f"{'a tuned table' if tuned else 'no tuned table: get_default_config'} for E={m['num_experts']}, "
-        f"N={m['expert_intermediate'] // tp}, {data['gpu']['name']}, {t['dtypes']['routed_experts']} in SGLang v0.5.6's "
-        "fused_moe_triton/configs (models/sglang_moe_configs.json)")
+        (f"tuned table {found}.json" if found else
+         f"no tuned table for E={m['num_experts']}, N={m['expert_intermediate'] // tp}, {data['gpu']['name']}, "
+         f"{t['dtypes']['routed_experts']}: get_default_config")
+        + " in SGLang v0.5.6's fused_moe_triton/configs (models/sglang_moe_configs.json)")
 
 
 def _slug(text: str) -> str:
@@ -159,7 +160,6 @@ def build_scenario(
       ``accept`` carries the per-position profile, not tau.
     """
     sc = scenario if isinstance(scenario, Scenario) else load_scenario(scenario)
-    redeployed = any(x is not None for x in (model, engine, gpu, tp, dtype))  # the MoE config may change
     for val, model_cls, fld, flag in ((batch, Workload, "batch", "batch"), (ctx, Workload, "ctx", "ctx"),
                                       (tp, Parallel, "tp", "tp"), (steps, Speculation, "steps", "steps"),
                                       (topk, Speculation, "topk", "topk"),
@@ -170,6 +170,9 @@ def build_scenario(
         g, ar = get_gpu(gpu)
         if g.name == sc.gpu.name:
             gpu = None  # the scenario's own GPU: nothing to change
+    # a new deployment (not the scenario's own GPU or TP again): its MoE kernel config is looked up anew
+    redeployed = (model is not None or engine is not None or gpu is not None or dtype is not None
+                  or (tp is not None and tp != sc.parallel.tp))
     if model is not None or engine is not None:
         base_gpu = gpu if gpu is not None else (gpu_preset_key(sc.gpu.name) or sc.gpu.name)
         base_tp = tp if tp is not None else sc.parallel.tp

@@ -158,17 +158,22 @@ def load_scenario(name_or_file: str | None = None) -> Scenario:
     return scenario_from_dict(data, f"scenario {path.name}")
 
 
-def moe_config_tuned(gpu_name: str, num_experts: int, num_shared: int, n_per_rank: int, dtype: str) -> bool:
-    """Whether SGLang ships a tuned fused-MoE config for these experts on this GPU (``models/sglang_moe_configs.json``).
+def moe_config_tuned(gpu_name: str, num_experts: int, num_shared: int, n_per_rank: int, dtype: str) -> str | None:
+    """The tuned fused-MoE config file SGLang ships for these experts on this GPU, or None (``get_default_config``).
 
-    The kernel's expert count is the routed experts, or one more where SGLang fuses the shared expert into the
-    kernel (DeepSeek-V3, GLM-4.x): either name counts. An unknown GPU has no tables (``get_default_config``).
+    From ``models/sglang_moe_configs.json``. Two approximations, as the model records neither: the kernel's
+    expert count is the routed experts, or one more where SGLang fuses the shared expert into the kernel
+    (DeepSeek-V3, GLM-4.x), and either name counts; any fp8 variant (per-tensor, per-channel, block-wise)
+    counts for fp8 weights. An unknown GPU has no tables.
     """
     idx = _json("models", "sglang_moe_configs.json")
     dev = idx["device_names"].get(preset_key("gpus", gpu_name) or "")
     if dev is None:
-        return False
+        return None
     kind = {"fp8": "fp8_w8a8", "int8": "int8_w8a8", "int4": "int4_w4a16"}.get(dtype, "bf16")
-    names = set(idx["configs"])
-    return any(f"E={e},N={n_per_rank},device_name={dev},dtype={kind}" in names
-               for e in {num_experts, num_experts + min(num_shared, 1)})
+    for e in dict.fromkeys((num_experts, num_experts + min(num_shared, 1))):
+        key = f"E={e},N={n_per_rank},device_name={dev},dtype={kind}"
+        for name in idx["configs"]:
+            if name == key or name.startswith(key + ","):
+                return name
+    return None

@@ -4,9 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-
-def _scalars(*xs) -> bool:
-    return all(isinstance(x, (float, int)) for x in xs)
+from .numeric import scalars as _scalars
 
 
 def allreduce_us(payload_bytes, tp, alpha_us, bus_bytes_per_s):

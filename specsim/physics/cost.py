@@ -28,6 +28,7 @@ import math
 
 import numpy as np
 
+from .numeric import scalars as _scalar
 from .operators import FLAT, Op, draft_ops, memo, target_ops, zero_array
 from .params import Params
 
@@ -41,13 +42,6 @@ def _is_zero(x) -> bool:
     if isinstance(x, (float, int)):
         return x == 0
     return np.ndim(x) == 0 and float(x) == 0.0
-
-
-def _scalar(*xs) -> bool:
-    for x in xs:  # a plain loop: this runs for every operator of every scalar forward
-        if type(x) is not float and not isinstance(x, (float, int)):
-            return False
-    return True
 
 
 def gemm_compute_us(p: Params, m, n_cols, k_dim, flop_rate):
@@ -207,30 +201,20 @@ def _op_parts(p: Params, op: Op) -> dict:
     raise ValueError(f"unknown kernel family {op.family!r}")
 
 
-TILE_AREA_REF = 64.0 * 128.0  # the output tile moe_cta_tile_us is quoted for (BLOCK_M x BLOCK_N)
-
-
 def _grouped_gemm_parts(p: Params, op: Op) -> dict:
     """Routed experts (fused kernel): the distinct experts' weights stream at the kernel's bandwidth, or at
     ``live CTAs x moe_cta_bytes_per_s`` where the grid has too few CTAs to reach it; every launched CTA costs
-    ``moe_cta_exit_us`` and every live one ``moe_cta_tile_us`` per 64 x 128 tile of SM time (over the SMs);
-    compute runs the rows padded to the row tile. Without a grid (``ctas`` inf) only the bandwidth share applies."""
+    ``moe_cta_exit_us`` and every live one ``moe_cta_tile_us`` per 64 x 128 tile of SM time (over the SMs),
+    booked as ``compute`` with the MMAs over the padded rows beyond the weight stream. Without a grid
+    (``ctas`` inf, no launched CTAs or tiles) only the bandwidth share applies."""
     bw = p["hbm_bytes_per_s"] * op.bw_eff
     cta_bw = op.ctas * p["moe_cta_bytes_per_s"]
     stream = (min(bw, cta_bw) if _scalar(bw, cta_bw) else np.minimum(bw, cta_bw))
     mem = (op.bytes + op.act_bytes) / stream * 1e6
-    grid_us = (op.ctas_launched * p["moe_cta_exit_us"]
-               + _where0(op.ctas, op.tile_area) * p["moe_cta_tile_us"] / TILE_AREA_REF) / p["sm_count"]
+    grid_us = (op.ctas_launched * p["moe_cta_exit_us"] + op.tile_units * p["moe_cta_tile_us"]) / p["sm_count"]
     cmp_ = 2.0 * op.rows_padded * op.n_cols * op.k_dim / (op.flop_rate * p["gemm_peak_efficiency"]) * 1e6
     excess = max(cmp_ - mem, 0.0) if _scalar(cmp_, mem) else np.maximum(cmp_ - mem, 0.0)
     return {"weights": mem, "compute": excess + grid_us}
-
-
-def _where0(ctas, area):
-    """``ctas x area`` with no tile (area 0) giving 0 even where ``ctas`` is inf (no grid modeled)."""
-    if _scalar(ctas, area):
-        return ctas * area if area else 0.0
-    return np.where(np.asarray(area) > 0, np.where(np.isfinite(ctas), ctas, 0.0) * area, 0.0)
 
 
 #: the components (besides ``kernels``) each family's operators add to in :meth:`_Acc.add`

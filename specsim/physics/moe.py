@@ -6,9 +6,8 @@ import math
 
 import numpy as np
 
-
-def _scalars(*xs) -> bool:
-    return all(isinstance(x, (float, int)) for x in xs)
+from .numeric import scalars as _scalars
+from .numeric import where as _w
 
 
 def expected_distinct_experts(num_experts, experts_per_token, n_tokens):
@@ -36,13 +35,6 @@ def experts_read(num_experts, experts_per_token, n_tokens, per_token_kernel):
     return np.where(np.asarray(per_token_kernel, dtype=bool), gathered, fused)
 
 
-def _w(cond, a, b):
-    """``np.where`` that keeps Python scalars scalar."""
-    if np.ndim(cond) == 0 and np.ndim(a) == 0 and np.ndim(b) == 0:
-        return a if bool(cond) else b
-    return np.where(cond, a, b)
-
-
 def fused_moe_tiles(tokens, num_experts, fp8, tuned):
     """(BLOCK_SIZE_M, BLOCK_SIZE_N, wide) of the fused-MoE Triton kernel over ``tokens`` tokens.
 
@@ -51,9 +43,13 @@ def fused_moe_tiles(tokens, num_experts, fp8, tuned):
     tiles whose bandwidth ``moe_wide_tile_mem_efficiency`` is). ``tuned`` = 1: a tuned table, taken as
     v0.5.6's H200 tables are (``calibration/kernels/sglang_moe_configs/``: the nearest key to the token
     count): 16-row tiles up to ~128 tokens (bf16) / ~512 (fp8), then 32, 64, 128; N tiles of 64 (bf16,
-    up to 16 tokens) or 128.
+    up to 16 tokens) or 128. The tables' own N tiles vary (64, 128, 256), so a tuned deployment's live
+    CTAs can be off by up to 2x: the model's operators reach 7.9 % MAPE on the measured points where
+    the points' own tiles give 6.3 % (``calibration/kernels/compare.py``). int8 weights take the bf16
+    branch, as ``get_default_config`` does.
     """
     m = tokens
+    tuned, fp8 = tuned > 0, fp8 > 0  # 0/1 parameters as booleans (scalars stay Python bools)
     small = m <= num_experts
     d_bm = _w(fp8, 64.0, _w(small, 16.0, 64.0))
     d_bn = _w(fp8, 128.0, _w(small, 32.0, 64.0))
@@ -63,20 +59,25 @@ def fused_moe_tiles(tokens, num_experts, fp8, tuned):
     return _w(tuned, t_bm, d_bm), _w(tuned, t_bn, d_bn), wide
 
 
-def fused_moe_grid(num_experts, experts_per_token, tokens, active, block_m, n_out, block_n):
-    """(live CTAs, launched CTAs, padded rows) of one fused-MoE GEMM's grid.
+def fused_moe_grid(num_experts, experts_per_token, tokens, active, block_m, n_out, block_n, clamp=0.0):
+    """(live CTAs, launched CTAs, padded rows) of one fused-MoE GEMM's grid over ``tokens`` rows of the
+    kernel (a graph replay's padding rows too) routed to ``active`` distinct experts.
 
     Rows are the tokens' (token, expert) pairs sorted by expert, each expert's padded to BLOCK_M
     (``moe_align_block_size``): an expert with work holds about max(1, rows/BLOCK_M + 1/2) blocks. The
     grid is launched for the worst case, ``pairs + (E + 1) x (BLOCK_M - 1)`` rows (SGLang v0.5.6's
     ``fused_moe_triton/moe_align_block_size.py``; later releases launch ``pairs x BLOCK_M`` rows while
-    pairs < E + 1); blocks past the real rows exit at once. Each block spans ceil(N / BLOCK_N) CTAs.
+    pairs < E + 1); blocks past the real rows exit at once. ``clamp`` = 1 (vLLM's
+    ``invoke_fused_moe_kernel``): below BLOCK_M tokens at most ``pairs`` blocks are launched. Each
+    block spans ceil(N / BLOCK_N) CTAs.
     """
     pairs = tokens * experts_per_token
-    if _scalars(num_experts, pairs, active, block_m, n_out, block_n):  # one scenario: the same on floats
+    if _scalars(num_experts, pairs, active, block_m, n_out, block_n, clamp, tokens):  # one scenario: the same on floats
         per = max(float(pairs) / max(float(active), 1e-9) / block_m + 0.5, 1.0)
         tiles = float(math.ceil(n_out / block_n))
         launched = float(math.ceil((pairs + (num_experts + 1) * (block_m - 1)) / block_m))
+        if clamp and tokens < block_m:
+            launched = min(launched, float(pairs))
         blocks = max(float(active), 1e-9) * per
         return blocks * tiles, launched * tiles, blocks * block_m
     a = np.maximum(active, 1e-9) if np.ndim(active) else max(float(active), 1e-9)
@@ -84,6 +85,7 @@ def fused_moe_grid(num_experts, experts_per_token, tokens, active, block_m, n_ou
     blocks = a * (np.maximum(per_expert, 1.0) if np.ndim(per_expert) else max(per_expert, 1.0))
     tiles_n = np.ceil(n_out / block_n)
     launched_blocks = np.ceil((pairs + (num_experts + 1) * (block_m - 1)) / block_m)
-    if np.ndim(tiles_n) == 0:
+    launched_blocks = np.where((np.asarray(clamp) > 0) & (tokens < block_m), np.minimum(launched_blocks, pairs), launched_blocks)
+    if np.ndim(tiles_n) == 0 and np.ndim(launched_blocks) == 0:
         tiles_n, launched_blocks = float(tiles_n), float(launched_blocks)
     return blocks * tiles_n, launched_blocks * tiles_n, blocks * block_m

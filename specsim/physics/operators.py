@@ -15,32 +15,15 @@ import numpy as np
 
 from .collectives import allgather_us, allreduce_us
 from .moe import expected_distinct_experts, experts_read, fused_moe_grid, fused_moe_tiles
+from .numeric import maximum as _maximum
+from .numeric import num as _num
+from .numeric import where as _where
 from .params import Params
 
 ACT_BYTES = 2.0  # bf16 activations
 LOGIT_BYTES = 4.0  # fp32 logits
 DECODE_QUERY_TILE = 16  # query rows per KV head a decode kernel pads to (tensor-core GQA decode)
 EXTEND_QUERY_TILE = 64  # query rows per KV head an extend/verify kernel pads to (FlashAttention/FlashInfer tile)
-
-
-def _num(x):
-    """A scalar as a Python float (fast scalar arithmetic), anything else as a float array."""
-    if isinstance(x, float):
-        return float(x)
-    return float(x) if np.ndim(x) == 0 else np.asarray(x, dtype=float)
-
-
-def _where(cond, a, b):
-    """np.where that keeps Python scalars scalar."""
-    if isinstance(cond, (bool, np.bool_)):
-        return a if cond else b
-    return np.where(cond, a, b)
-
-
-def _maximum(a, b):
-    if isinstance(a, float) and isinstance(b, float):
-        return max(a, b)
-    return max(a, b) if np.ndim(a) == 0 and np.ndim(b) == 0 else np.maximum(a, b)
 
 
 @dataclass
@@ -59,11 +42,10 @@ class Op:
     k_dim: object = 1.0  # GEMM reduction dimension
     bw_eff: object = 1.0  # achieved / datasheet HBM bandwidth of this kernel's traffic
     flop_rate: object = 1.0  # peak FLOP/s of the dtype it computes in
-    experts: object = 1.0  # grouped GEMM: experts with work
     rows_padded: object = 0.0  # grouped GEMM: (token, expert) rows padded to the kernel's row tile
     ctas: object = np.inf  # grouped GEMM: live CTAs of the grid (inf: not latency-bound by its CTAs)
     ctas_launched: object = 0.0  # grouped GEMM: CTAs launched (live or exiting at once)
-    tile_area: object = 0.0  # grouped GEMM: BLOCK_M x BLOCK_N of a CTA's output tile
+    tile_units: object = 0.0  # grouped GEMM: live CTAs x BLOCK_M x BLOCK_N / (64 x 128) (epilogue work)
     fixed_us: object = 0.0  # collective or fixed-time operators: us per kernel
 
 
@@ -197,15 +179,17 @@ def _gqa_ops(p: Params, gqa, L, fused, n, h, b, w, multi, heads_r, kv_r, ctx_eff
     ]
 
 
-def _routed_expert_ops(p: Params, Lm, n, routed, k, E, h, ei, reads, active, br, fr) -> list[Op]:
-    """The routed experts' gate_up and down grouped GEMMs over n tokens (``routed`` of them pick experts).
+TILE_AREA_REF = 64.0 * 128.0  # the output tile (BLOCK_M x BLOCK_N) moe_cta_tile_us is quoted for
+
+
+def _routed_expert_ops(p: Params, Lm, n, k, E, h, ei, reads, active, br, fr) -> list[Op]:
+    """The routed experts' gate_up and down grouped GEMMs over n tokens (``active`` distinct experts read).
 
     With the engine's Triton tiles (``moe_triton_tiles``) each carries its kernel's grid: rows padded to
     the config's BLOCK_M, live and launched CTAs (:func:`~specsim.physics.moe.fused_moe_grid`), and the
     wide bf16 default tiles' bandwidth share; otherwise rows pad to the MMA tile and no CTA limit applies.
     """
     triton = p["moe_triton_tiles"]
-    pairs = routed * k
     if _absent(Lm):
         return [Op("experts_gate_up", "grouped_gemm", "moe", Lm), Op("experts_down", "grouped_gemm", "moe", Lm)]
     bm, bn, wide = fused_moe_tiles(n, E, p["moe_fp8_tiles"] > 0, p["moe_tuned_config"])
@@ -214,10 +198,12 @@ def _routed_expert_ops(p: Params, Lm, n, routed, k, E, h, ei, reads, active, br,
     out = []
     for name, n_out, k_dim, wbytes, act in (("experts_gate_up", 2 * ei, h, reads * 2 * h * ei * br, n * k * (h + 2 * ei)),
                                             ("experts_down", h, ei, reads * h * ei * br, n * k * (h + ei))):
-        live, launched, rows = fused_moe_grid(E, k, routed, active, bm, n_out, bn)
-        out.append(Op(name, "grouped_gemm", "moe", Lm, bytes=wbytes, act_bytes=act * ACT_BYTES, flops=2 * pairs * n_out * k_dim,
-                      m=pairs, n_cols=n_out, k_dim=k_dim, bw_eff=eff, flop_rate=fr, experts=active, rows_padded=rows,
-                      ctas=_where(triton > 0, live, np.inf), ctas_launched=launched * triton, tile_area=bm * bn * triton))
+        # every row of the forward enters the kernel (a replay's padding rows too); the real ones pick the experts
+        live, launched, rows = fused_moe_grid(E, k, n, active, bm, n_out, bn, p["moe_grid_clamp"])
+        out.append(Op(name, "grouped_gemm", "moe", Lm, bytes=wbytes, act_bytes=act * ACT_BYTES, flops=2 * n * k * n_out * k_dim,
+                      m=n * k, n_cols=n_out, k_dim=k_dim, bw_eff=eff, flop_rate=fr, rows_padded=rows,
+                      ctas=_where(triton > 0, live, np.inf), ctas_launched=launched * triton,
+                      tile_units=live * bm * bn / TILE_AREA_REF * triton))
     return out
 
 
@@ -292,7 +278,7 @@ def target_ops(p: Params, tokens_per_request, batch=None, ctx=None, graph=None, 
     reads = reads * _where(per_token, p["per_token_traffic_factor"], 1.0)
     active = _where(per_token, n * k, expected_distinct_experts(E, k, routed))
     br, fr = p["bytes_routed"], p["flops_routed"]
-    experts_ops = _routed_expert_ops(p, Lm, n, routed, k, E, h, ei, reads, active, br, fr)
+    experts_ops = _routed_expert_ops(p, Lm, n, k, E, h, ei, reads, active, br, fr)
     ops += [
         _gemm("router", "moe", Lm, p, n, h, E, 2.0, p["flops_bf16"]),
         _gemm("shared_gate_up", "moe", Lm * (sh > 0), p, n, h, 2 * sh, bs_, fs),

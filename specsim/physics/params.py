@@ -37,7 +37,9 @@ def gpu_params(g, dtypes, draft_dtype: str) -> Params:
         "flops_draft": g.flops_for(draft_dtype),
         "flops_bf16": g.peak_flops["bf16"],
         "sm_count": float(g.sm_count),
-        "moe_cta_bytes_per_s": g.moe_cta_bytes_per_s_fp8 if dtypes.routed_experts == "fp8" else g.moe_cta_bytes_per_s,
+        # one-byte weights (fp8, and int8 as assumed: the same kernel's int8 path) stream at the fp8 tiles' rate
+        "moe_cta_bytes_per_s": (g.moe_cta_bytes_per_s_fp8 if dtypes.routed_experts in ("fp8", "int8")
+                                else g.moe_cta_bytes_per_s),
         "moe_cta_exit_us": g.moe_cta_exit_us,
         "moe_cta_tile_us": g.moe_cta_tile_us,
     }
@@ -125,8 +127,9 @@ def scenario_params(sc: Scenario) -> Params:
         "moe_per_token_kernel": float(e.moe_kernel == "per_token"),
         "moe_mem_efficiency": e.moe_mem_efficiency,
         # the Triton fused-MoE tiles and CTA grid: measured for bf16 and fp8 experts (W4A16 kernels keep the share alone)
-        "moe_triton_tiles": float(e.moe_tiles == "sglang-triton" and e.moe_kernel == "fused"
-                                  and dt.routed_experts in ("bf16", "fp16", "fp8")),
+        "moe_triton_tiles": float(e.moe_tiles != "none" and e.moe_kernel == "fused"
+                                  and dt.routed_experts in ("bf16", "fp16", "fp8", "int8")),
+        "moe_grid_clamp": float(e.moe_tiles == "vllm-triton"),
         "moe_tuned_config": float(e.moe_config == "tuned"),
         "moe_fp8_tiles": float(dt.routed_experts == "fp8"),
         "moe_wide_tile_mem_efficiency": e.moe_wide_tile_mem_efficiency,

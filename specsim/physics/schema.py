@@ -121,15 +121,15 @@ class GPU(_Model):
         0.7, gt=0, le=1, description="achieved/datasheet HBM BW of elementwise kernels (norms, rotary, activations)")
     sm_count: int = Field(132, ge=1, le=10_000, description="streaming multiprocessors (CTAs of a kernel's grid share them)")
     moe_cta_bytes_per_s: float = Field(
-        4.4e10, ge=1e6, le=1e14, description="weight bytes/s one live CTA of the fused-MoE Triton kernel streams (bf16 "
+        5.666e10, ge=1e6, le=1e14, description="weight bytes/s one live CTA of the fused-MoE Triton kernel streams (bf16 "
         "tiles): with few CTAs (few experts x N tiles) the kernel is latency-bound at n_cta x this, not at HBM bandwidth")
     moe_cta_bytes_per_s_fp8: float = Field(
-        2.7e10, ge=1e6, le=1e14, description="the same for fp8 tiles (per-block scales and dequantisation in the K loop)")
+        2.767e10, ge=1e6, le=1e14, description="the same for fp8 tiles (per-block scales and dequantisation in the K loop)")
     moe_cta_exit_us: float = Field(
-        0.12, ge=0, le=1e3, description="SM-us per launched CTA of the fused-MoE grid, live or not: SGLang sizes the grid for "
+        0.084, ge=0, le=1e3, description="SM-us per launched CTA of the fused-MoE grid, live or not: SGLang sizes the grid for "
         "the worst-case padding ((E + 1) x (BLOCK_M - 1) rows) and the CTAs past the real rows exit at once")
     moe_cta_tile_us: float = Field(
-        0.89, ge=0, le=1e3, description="SM-us of prologue and epilogue per live CTA of a 64 x 128 output tile (scales "
+        0.9552, ge=0, le=1e3, description="SM-us of prologue and epilogue per live CTA of a 64 x 128 output tile (scales "
         "with BLOCK_M x BLOCK_N): the cost a short K loop cannot hide")
     sources: dict[str, str] = Field(default_factory=dict)
 
@@ -323,15 +323,16 @@ class Engine(_Model):
     fused_projections: bool = Field(True, description="qkv and gate_up run as one GEMM each")
     mla_absorbed: bool = Field(True, description="MLA attention over the latent cache (SGLang); False: per-head K/V")
     moe_mem_efficiency: float = Field(0.6, gt=0, le=1, description="achieved/datasheet HBM BW of routed-expert GEMMs at small widths")
-    moe_tiles: Literal["none", "sglang-triton"] = Field(
-        "none", description="how the routed-expert GEMM is tiled: 'sglang-triton' - SGLang's (and vLLM's) fused MoE Triton "
-        "kernel with its config rule (a tuned table, else get_default_config) and its CTA grid; 'none' - weight bytes "
-        "at moe_mem_efficiency only")
+    moe_tiles: Literal["none", "sglang-triton", "vllm-triton"] = Field(
+        "none", description="how the routed-expert GEMM is tiled: 'sglang-triton' - SGLang's fused MoE Triton kernel with "
+        "its config rule (a tuned table, else get_default_config) and its CTA grid, launched for the worst-case padding; "
+        "'vllm-triton' - the same kernel and rule, the grid clamped below BLOCK_M tokens as vLLM launches it; 'none' - "
+        "weight bytes at moe_mem_efficiency only (bf16, fp8 and int8 experts take the grid; int4 and fp4 never)")
     moe_config: Literal["tuned", "default"] = Field(
         "tuned", description="with moe_tiles 'sglang-triton': whether the engine has a tuned config table for this "
         "model's experts, TP and GPU (the scenario builder looks it up) or runs get_default_config")
     moe_wide_tile_mem_efficiency: float = Field(
-        0.62, gt=0, le=1, description="achieved/datasheet HBM BW of the bf16 default config's 64 x 64 x 32 tiles (SGLang "
+        0.582, gt=0, le=1, description="achieved/datasheet HBM BW of the bf16 default config's 64 x 64 x 32 tiles (SGLang "
         "get_default_config above tokens = experts), in place of moe_mem_efficiency")
     moe_mem_efficiency_int4: float | None = Field(
         None, gt=0, le=1, description="the same for routed experts stored as INT4 (W4A16 kernels): a preset prior the "

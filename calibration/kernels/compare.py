@@ -39,6 +39,10 @@ DATA = ROOT / "calibration" / "datasets"
 SHAPES = {"qwen3-30b-a3b tp1": ("qwen3-30b-a3b", 1), "qwen3-30b-a3b tp2": ("qwen3-30b-a3b", 2),
           "qwen3-30b-a3b tp4": ("qwen3-30b-a3b", 4), "glm-4.7-flash tp1 (no tuned config)": ("glm-4.7-flash", 1),
           "deepseek-v3 tp8 fp8 block": ("deepseek-v3", 8), "kimi-k2 tp8 fp8 block (no tuned config)": ("kimi-k2", 8)}
+#: the shapes of ``h200-sglang-fused-moe-heldout.json`` (``HELDOUT=1 sglang_fused_moe.py``): never fitted
+HELDOUT_SHAPES = {"qwen3-235b-a22b tp4": ("qwen3-235b-a22b", 4), "qwen3-235b-a22b tp8": ("qwen3-235b-a22b", 8),
+                  "qwen3-30b-a3b tp8 (no tuned config)": ("qwen3-30b-a3b", 8),
+                  "glm-4.7-fp8 tp8 fp8 tensor": ("glm-4.7-fp8", 8)}
 OPS = {"gate_up": "experts_gate_up", "down": "experts_down"}
 #: where SGLang fuses the shared expert into the routed kernel as one more expert (the point's
 #: ``shared_expert_fused``), the model costs it as its own dense GEMM: its charge is the two operators together
@@ -52,14 +56,16 @@ def _per_call_us(p: dict, op: Op) -> float:
 
 
 @cache
-def _moe_points(engine: str) -> tuple:
+def _moe_points(engine: str, held_out: bool = False) -> tuple:
     """(measured point, its deployment's parameters) for every fused-MoE point: built once per engine, as
     :func:`fit_moe_grid` costs the same points again for every value it tries (clear the cache after a
     change of the presets: ``_moe_points.cache_clear()``)."""
-    meas = json.loads((DATA / "h200-sglang-fused-moe.json").read_text())["points"]
+    name = "h200-sglang-fused-moe-heldout.json" if held_out else "h200-sglang-fused-moe.json"
+    meas = json.loads((DATA / name).read_text())["points"]
+    shapes = HELDOUT_SHAPES if held_out else SHAPES
     out = []
     for pt in meas:
-        model, tp = SHAPES[pt["shape"]]
+        model, tp = shapes[pt["shape"]]
         out.append((pt, scenario_params(build_scenario(model=model, gpu="h200", tp=tp, engine=engine, batch=int(pt["M"]), ctx=512))))
     return tuple(out)
 
@@ -96,15 +102,16 @@ def _measured_op(pt: dict, p: dict, op: Op) -> Op:
                                bw_eff=p["moe_wide_tile_mem_efficiency"] if wide else p["moe_mem_efficiency"])
 
 
-def moe_rows(engine: str, values: dict | None = None, as_measured: bool = True) -> list[dict]:
+def moe_rows(engine: str, values: dict | None = None, as_measured: bool = True, held_out: bool = False) -> list[dict]:
     """Every measured fused-MoE point beside the model's charge for it.
 
     ``as_measured`` (default): the ``grouped_gemm`` family's formula on the grid and bytes the point ran
     (:func:`_measured_op`), what :func:`fit_moe_grid` fits; else the operator as a forward builds it
     (tiles from the config rule, expected rows and grid) plus the shared-expert GEMM where SGLang fuses that
-    expert into the kernel. ``values``: parameters in place of the presets' (as the fit tries them)."""
+    expert into the kernel. ``values``: parameters in place of the presets' (as the fit tries them).
+    ``held_out``: the points of ``h200-sglang-fused-moe-heldout.json``, shapes no fit has seen."""
     rows = []
-    for pt, base in _moe_points(engine):
+    for pt, base in _moe_points(engine, held_out):
         p = dict(base)  # the cached parameters stay the preset's
         for k, v in (values or {}).items():
             if k == "moe_cta_bytes_per_s_fp8":
@@ -274,6 +281,15 @@ def main() -> None:
         for f in fit_cta_form():
             print(f"  {f['family']:32s} {f['part']:8s} F {f['fixed_us']:5.1f} us  B_peak {f['peak_TB_s']:.2f} TB/s  "
                   f"b_cta {f['per_cta_GB_s']:5.1f} GB/s  MAPE {f['mape_pct']:4.1f} %  worst {f['worst_pct']:4.1f} %")
+    held = moe_rows(a.engine, held_out=True)
+    print(f"\nheld out: {len(held)} points of h200-sglang-fused-moe-heldout.json (shapes no fit has seen), "
+          f"on the grid each ran")
+    for shape in HELDOUT_SHAPES:
+        for part in OPS:
+            errs = [r["error_pct"] for r in held if r["shape"] == shape and r["part"] == part]
+            print(f"{shape:42s} {part:8s} {len(errs):6d} {statistics.median(errs):12.1f} {max(map(abs, errs)):11.1f}")
+    errs = [r["error_pct"] for r in held]
+    print(f"all {len(errs)} held-out points: MAPE {statistics.mean(map(abs, errs)):.1f} %, median {statistics.median(errs):+.1f} %")
     if a.fit_moe_grid:
         f = fit_moe_grid(a.engine)
         print(f"\nfused-MoE kernel parameters fitted to all {f['fitted']['points']} points (MAPE {f['fitted']['mape_pct']:.1f} %, "

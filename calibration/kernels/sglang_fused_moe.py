@@ -13,6 +13,7 @@ where SGLang fuses it); four copies of the weights rotate so every call streams 
 Needs torch and triton on a CUDA GPU (it never runs in CI):
 
     python3 calibration/kernels/sglang_fused_moe.py OUT.json      # ONLY=fp8: the fp8 shapes only
+    HELDOUT=1 python3 calibration/kernels/sglang_fused_moe.py OUT.json   # four shapes the fit never sees
 """
 # ruff: noqa: B023  (each closure is captured into a CUDA graph in the iteration that defines it)
 import json
@@ -64,12 +65,13 @@ def launch(A, B, C, topk_w, sorted_ids, expert_ids, ntp, num_valid, top_k, mul_w
     EM = sorted_ids.shape[0]
     grid = (triton.cdiv(EM, cfg["BLOCK_SIZE_M"]) * triton.cdiv(B.shape[1], cfg["BLOCK_SIZE_N"]),)
     fp8 = a_s is not None
+    block = fp8 and a_s.dim() == 2  # block-wise scales (per 128 x 128); else per-tensor: one activation scale, one per expert
     fused_moe_kernel[grid](
         A, None, B, None, None, C, a_s, b_s, topk_w, sorted_ids, expert_ids, ntp,
         B.shape[1], B.shape[2], EM, num_valid,
         A.stride(0), A.stride(1), B.stride(0), B.stride(2), B.stride(1), 0, 0, C.stride(-2), C.stride(-1),
-        a_s.stride(0) if fp8 else 0, a_s.stride(1) if fp8 else 0, b_s.stride(0) if fp8 else 0,
-        b_s.stride(2) if fp8 else 0, b_s.stride(1) if fp8 else 0, 128 if fp8 else 0, 128 if fp8 else 0,
+        a_s.stride(0) if block else 0, a_s.stride(1) if block else 0, b_s.stride(0) if fp8 else 0,
+        b_s.stride(2) if block else 0, b_s.stride(1) if block else 0, 128 if block else 0, 128 if block else 0,
         MUL_ROUTED_WEIGHT=mul_w, top_k=top_k, compute_type=triton.language.bfloat16, use_fp8_w8a8=fp8,
         use_int8_w8a8=False, use_int8_w8a16=False, per_channel_quant=False, even_Ks=(B.shape[2] % cfg["BLOCK_SIZE_K"] == 0),
         c_sorted=False, filter_expert=True, **cfg)
@@ -95,6 +97,16 @@ def main():
         # deepseek_v2.py determine_num_fused_shared_experts); GLM-4.7-Flash's glm4_moe.py fuses it too
         ("kimi-k2 tp8 fp8 block (no tuned config)", 384, 384, 256, 7168, 8, False, None),
     ]
+    out_default = "moe_probe.json"
+    if os.environ.get("HELDOUT"):  # shapes the fit of calibration/kernels/compare.py never sees
+        shapes = [
+            ("qwen3-235b-a22b tp4", 128, 128, 384, 4096, 8, False, "e128_n384_h200_bf16.json"),
+            ("qwen3-235b-a22b tp8", 128, 128, 192, 4096, 8, False, "e128_n192_h200_bf16.json"),
+            ("qwen3-30b-a3b tp8 (no tuned config)", 128, 128, 96, 2048, 8, False, None),
+            # GLM-4.7-FP8: per-tensor fp8, SGLang's E=160 table (the shared expert runs apart)
+            ("glm-4.7-fp8 tp8 fp8 tensor", 160, 160, 192, 5120, 8, False, "e160_n192_h200_fp8.json"),
+        ]
+        out_default = "moe_probe_heldout.json"
     only = os.environ.get("ONLY")
     if only:
         shapes = [s for s in shapes if only in s[0]]
@@ -109,12 +121,16 @@ def main():
         if cfgf:
             cfgs = {int(k): v for k, v in json.load(open(os.path.join(HERE, "sglang_moe_configs", cfgf))).items()}
         fp8 = "fp8" in name
+        tensor = "tensor" in name  # per-tensor fp8 scales
         wdt = torch.float8_e4m3fn if fp8 else bf
         copies = 4
         w13 = [(torch.randn(E, 2 * N, K, dtype=bf, device=dev) * 0.02).to(wdt) for _ in range(copies)]
         w2 = [(torch.randn(E, K, N, dtype=bf, device=dev) * 0.02).to(wdt) for _ in range(copies)]
-        b13_s = torch.rand(E, triton.cdiv(2 * N, 128), triton.cdiv(K, 128), device=dev) if fp8 else None
-        b2_s = torch.rand(E, triton.cdiv(K, 128), triton.cdiv(N, 128), device=dev) if fp8 else None
+        if tensor:
+            b13_s, b2_s = torch.rand(E, device=dev), torch.rand(E, device=dev)
+        else:
+            b13_s = torch.rand(E, triton.cdiv(2 * N, 128), triton.cdiv(K, 128), device=dev) if fp8 else None
+            b2_s = torch.rand(E, triton.cdiv(K, 128), triton.cdiv(N, 128), device=dev) if fp8 else None
         wbyte = 1 if fp8 else 2
         gen = torch.Generator(device="cpu").manual_seed(0)
         for M in ms:
@@ -129,8 +145,8 @@ def main():
             A = torch.randn(M, K, dtype=bf, device=dev).to(wdt)
             C1 = torch.empty(M, tk, 2 * N, dtype=bf, device=dev)
             A2 = torch.randn(M * tk, N, dtype=bf, device=dev).to(wdt)
-            a1_s = torch.rand(M, triton.cdiv(K, 128), device=dev) if fp8 else None
-            a2_s = torch.rand(M * tk, triton.cdiv(N, 128), device=dev) if fp8 else None
+            a1_s = (torch.rand(1, device=dev) if tensor else torch.rand(M, triton.cdiv(K, 128), device=dev)) if fp8 else None
+            a2_s = (torch.rand(1, device=dev) if tensor else torch.rand(M * tk, triton.cdiv(N, 128), device=dev)) if fp8 else None
             C2 = torch.empty(M, tk, K, dtype=bf, device=dev)
             tw = torch.rand(M, tk, device=dev)
             state = {"i": 0}
@@ -156,7 +172,7 @@ def main():
                     print("FAIL", name, part, M, type(exc).__name__, str(exc)[:300], flush=True)
         w13 = w2 = b13_s = b2_s = None  # free this shape's weights before the next
         torch.cuda.empty_cache()
-    with open(sys.argv[1] if len(sys.argv) > 1 else "moe_probe.json", "w") as f:
+    with open(sys.argv[1] if len(sys.argv) > 1 else out_default, "w") as f:
         json.dump(res, f, indent=1)
 
 

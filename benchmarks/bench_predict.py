@@ -35,7 +35,7 @@ import numpy as np
 #: parameters that choose a code path (architecture kind, launch mode, kernel kind), not a number
 SWITCHES = {"is_mla", "fused_projections", "mla_absorbed", "attention_unpacked", "moe_per_token_kernel",
             "graph_decode", "graph_verify", "graph_draft", "graph_draft_extend", "overlap_scheduler", "moe_triton_tiles",
-            "moe_tuned_config", "moe_fp8_tiles",
+            "moe_tuned_config", "moe_fp8_tiles", "moe_block_scaled", "moe_grid_clamp",
             "overlap_scheduler_baseline", "topk", "capture_batch_sizes", "capture_token_sizes"}
 #: whole-number parameters (counts, dimensions): random integers
 INTEGERS = {"tp", "allreduces_per_layer", "num_layers", "hidden", "intermediate", "vocab", "num_heads", "num_kv_heads",

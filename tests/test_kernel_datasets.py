@@ -259,8 +259,9 @@ def test_vllm_launches_a_smaller_grid_than_sglang_below_the_row_tile():
 def test_the_fused_moe_grid_predicts_shapes_no_fit_has_seen():
     """Four more shapes measured on the H200 after the fit (``HELDOUT=1 sglang_fused_moe.py``): Qwen3-235B-A22B
     at TP4 and TP8 (bf16, tuned, K = 4096), Qwen3-30B-A3B at TP8 (bf16, default config, N = 96 per rank) and
-    GLM-4.7-FP8 at TP8 (per-tensor fp8, tuned). The presets' grid model predicts them at 13.7 % MAPE (measured
-    at commit time) where the one bandwidth share it replaced (0.726, no grid) gives 17.4 %."""
+    GLM-4.7-FP8 at TP8 (per-tensor fp8, tuned: its CTAs stream at the bf16 rate). The presets' grid model
+    predicts them at 12.1 % MAPE (measured at commit time) where the one bandwidth share it replaced (0.726, no
+    grid) gives 17.4 %."""
     import statistics
 
     d = _load("h200-sglang-fused-moe-heldout.json")
@@ -272,4 +273,7 @@ def test_the_fused_moe_grid_predicts_shapes_no_fit_has_seen():
     one_share = {"moe_mem_efficiency": 0.726, "moe_wide_tile_mem_efficiency": 0.726, "moe_cta_bytes_per_s": 1e14,
                  "moe_cta_bytes_per_s_fp8": 1e14, "moe_cta_exit_us": 0.0, "moe_cta_tile_us": 0.0}
     share = [abs(r["error_pct"]) for r in mod.moe_rows("sglang", one_share, held_out=True)]
-    assert statistics.mean(grid) < 16.0 and statistics.mean(grid) < statistics.mean(share) - 2.0
+    assert statistics.mean(grid) < 14.0 and statistics.mean(grid) < statistics.mean(share) - 4.0
+    glm = [abs(r["error_pct"]) for r in mod.moe_rows("sglang", held_out=True)
+           if r["shape"].startswith("glm-4.7-fp8") and r["part"] == "gate_up"]
+    assert statistics.mean(glm) < 8.0  # per-tensor fp8: no scale loads in the K loop

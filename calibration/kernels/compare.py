@@ -114,11 +114,11 @@ def moe_rows(engine: str, values: dict | None = None, as_measured: bool = True, 
     for pt, base in _moe_points(engine, held_out):
         p = dict(base)  # the cached parameters stay the preset's
         for k, v in (values or {}).items():
-            if k == "moe_cta_bytes_per_s_fp8":
-                if p["moe_fp8_tiles"]:
+            if k == "moe_cta_bytes_per_s_fp8":  # the rate the deployment's CTAs take (params.gpu_params)
+                if p["moe_block_scaled"]:
                     p["moe_cta_bytes_per_s"] = v
             elif k == "moe_cta_bytes_per_s":
-                if not p["moe_fp8_tiles"]:
+                if not p["moe_block_scaled"]:
                     p[k] = v
             else:
                 p[k] = v

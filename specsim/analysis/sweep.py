@@ -219,7 +219,8 @@ def sweep(
         for name in gpu:
             g, ar = get_gpu(name)
             gpu_names.append(g.name)
-            vals = {**gpu_params(g, sc.target.dtypes, sc.draft.dtype), "allreduce_bus_bytes_per_s": ar.bus_bytes_per_s}
+            vals = {**gpu_params(g, sc.target.dtypes, sc.draft.dtype, sc.engine.moe_fp8_block_scales),
+                    "allreduce_bus_bytes_per_s": ar.bus_bytes_per_s}
             for k, v in vals.items():
                 cols.setdefault(k, []).append(v)
             alpha.append([ar.alpha_at(int(t)) for t in tps])

@@ -13,7 +13,7 @@ from .schema import DTYPE_BYTES, Scenario
 Params = dict  # name -> float | np.ndarray
 
 
-def gpu_params(g, dtypes, draft_dtype: str) -> Params:
+def gpu_params(g, dtypes, draft_dtype: str, block_scales: bool = True) -> Params:
     """The accelerator's numbers the cost model reads (one place: scenarios and sweep GPU axes)."""
     return {
         "hbm_bytes_per_s": g.hbm_bytes_per_s,
@@ -37,8 +37,8 @@ def gpu_params(g, dtypes, draft_dtype: str) -> Params:
         "flops_draft": g.flops_for(draft_dtype),
         "flops_bf16": g.peak_flops["bf16"],
         "sm_count": float(g.sm_count),
-        # one-byte weights (fp8, and int8 as assumed: the same kernel's int8 path) stream at the fp8 tiles' rate
-        "moe_cta_bytes_per_s": (g.moe_cta_bytes_per_s_fp8 if dtypes.routed_experts in ("fp8", "int8")
+        # block-scaled one-byte weights (fp8; int8 assumed alike) stream at the fp8 tiles' rate: the K loop loads scales
+        "moe_cta_bytes_per_s": (g.moe_cta_bytes_per_s_fp8 if dtypes.routed_experts in ("fp8", "int8") and block_scales
                                 else g.moe_cta_bytes_per_s),
         "moe_cta_exit_us": g.moe_cta_exit_us,
         "moe_cta_tile_us": g.moe_cta_tile_us,
@@ -51,7 +51,7 @@ def scenario_params(sc: Scenario) -> Params:
     a, dt = t.attention, t.dtypes
     ar_eager = par.allreduce_eager or par.allreduce
     p: Params = {
-        **gpu_params(g, dt, d.dtype),
+        **gpu_params(g, dt, d.dtype, e.moe_fp8_block_scales),
         # parallelism and collectives
         "tp": float(par.tp),
         "allreduce_alpha_graph_us": par.allreduce.alpha_at(par.tp),
@@ -132,6 +132,7 @@ def scenario_params(sc: Scenario) -> Params:
         "moe_grid_clamp": float(e.moe_tiles == "vllm-triton"),
         "moe_tuned_config": float(e.moe_config == "tuned"),
         "moe_fp8_tiles": float(dt.routed_experts == "fp8"),
+        "moe_block_scaled": float(dt.routed_experts in ("fp8", "int8") and e.moe_fp8_block_scales),  # its CTAs: fp8 rate
         "moe_wide_tile_mem_efficiency": e.moe_wide_tile_mem_efficiency,
         "per_token_traffic_factor": e.per_token_traffic_factor,
         "small_kernel_factor": e.small_kernel_factor,

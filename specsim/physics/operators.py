@@ -192,9 +192,12 @@ def _routed_expert_ops(p: Params, Lm, n, k, E, h, ei, reads, active, br, fr) -> 
     triton = p["moe_triton_tiles"]
     if _absent(Lm):
         return [Op("experts_gate_up", "grouped_gemm", "moe", Lm), Op("experts_down", "grouped_gemm", "moe", Lm)]
-    bm, bn, wide = fused_moe_tiles(n, E, p["moe_fp8_tiles"] > 0, p["moe_tuned_config"])
-    bm = _where(triton > 0, bm, 16.0)
-    eff = _where(wide * triton > 0, p["moe_wide_tile_mem_efficiency"], p["moe_mem_efficiency"])
+    if np.ndim(triton) == 0 and not triton:  # no Triton grid anywhere: rows pad to the MMA tile, no tiles to pick
+        bm, bn, eff = 16.0, 16.0, p["moe_mem_efficiency"]
+    else:
+        bm, bn, wide = fused_moe_tiles(n, E, p["moe_fp8_tiles"] > 0, p["moe_tuned_config"])
+        bm = _where(triton > 0, bm, 16.0)
+        eff = _where(wide * triton > 0, p["moe_wide_tile_mem_efficiency"], p["moe_mem_efficiency"])
     out = []
     for name, n_out, k_dim, wbytes, act in (("experts_gate_up", 2 * ei, h, reads * 2 * h * ei * br, n * k * (h + 2 * ei)),
                                             ("experts_down", h, ei, reads * h * ei * br, n * k * (h + ei))):

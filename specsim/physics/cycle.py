@@ -13,6 +13,8 @@ import math
 import numpy as np
 
 from .cost import draft_forward_ms, target_forward_ms
+from .numeric import maximum as _maximum
+from .numeric import num as _num
 from .operators import FLAT, LOGIT_BYTES, memo
 from .params import Params
 
@@ -75,7 +77,7 @@ def argmax_pass_us(p: Params, rows, vocab):
 
 def _eager_small_ms(p: Params, count):
     """count tiny eager kernels: each costs the longer of its launch and its GPU floor."""
-    return count * np.maximum(p["eager_launch_us"], p["kernel_floor_us"]) / 1e3
+    return count * _maximum(p["eager_launch_us"], p["kernel_floor_us"]) / 1e3
 
 
 def verify_breakdown(p: Params, num_draft_tokens=None, batch=None, ctx=None, keep_rows: bool = False) -> dict:
@@ -84,8 +86,8 @@ def verify_breakdown(p: Params, num_draft_tokens=None, batch=None, ctx=None, kee
     ndt = p["num_draft_tokens"] if num_draft_tokens is None else num_draft_tokens
     b, g = graph_batch(p, p["batch"] if batch is None else batch, p["graph_verify"])
     w = graph_width(p, b, ndt, g)
-    real = np.asarray(p["batch"] if batch is None else batch, dtype=float) * np.asarray(ndt, dtype=float)
-    return target_forward_ms(p, w, batch=b, ctx=ctx, graph=g, multi_token=np.asarray(ndt) > 1, routed_tokens=real,
+    real = _num(p["batch"] if batch is None else batch) * _num(ndt)
+    return target_forward_ms(p, w, batch=b, ctx=ctx, graph=g, multi_token=_num(ndt) > 1, routed_tokens=real,
                              keep_rows=keep_rows)
 
 
@@ -106,16 +108,16 @@ def cycle_phases_ms(p: Params, tau, verify_parts: dict | None = None) -> dict:
 def cycle_gpu_ms(p: Params, verify_parts: dict | None = None) -> dict:
     """The GPU phases of one cycle (ms) and their sum ``gpu``: none depends on the accept length."""
     steps, topk = p["steps"], p["topk"]
-    batch = np.asarray(p["batch"], dtype=float)
+    batch = _num(p["batch"])
 
     # draft: steps-1 head forwards of width topk, captured together in one graph
     bd, gd = graph_batch(p, batch, p["graph_draft"])
     fwd = draft_forward_ms(p, topk, batch=bd, graph=gd)
-    n_fwd = np.maximum(steps - 1, 0)
+    n_fwd = _maximum(steps - 1.0, 0.0)
     per_step_ms = fwd["total"] - gd * p["graph_fixed_us"] / 1e3
     # softmax + top-k over the draft vocabulary for every row (B x topk) each step, two kernels
     topk_gpu_us = vocab_pass_us(p, bd * topk, p["draft_vocab"], topk > 1)
-    topk_kernels_ms = (topk_gpu_us + 2 * gd * p["graph_node_us"]) / 1e3 + (1 - gd) * 2 * np.maximum(
+    topk_kernels_ms = (topk_gpu_us + 2 * gd * p["graph_node_us"]) / 1e3 + (1 - gd) * 2 * _maximum(
         p["eager_launch_us"] - topk_gpu_us / 2, 0.0) / 1e3
     draft_gpu = n_fwd * (per_step_ms + topk_kernels_ms) + (n_fwd > 0) * gd * p["graph_fixed_us"] / 1e3
     draft_pre_gpu = _eager_small_ms(p, p["draft_preprocess_kernels"])  # KV slot assignment kernels
@@ -136,19 +138,19 @@ def cycle_gpu_ms(p: Params, verify_parts: dict | None = None) -> dict:
 
 def _with_host(p: Params, tau, gpu: dict) -> dict:
     """The phases with the cycle's exposed host time for accept length ``tau``."""
-    batch = np.asarray(p["batch"], dtype=float)
-    overlap = np.asarray(p["overlap_scheduler"], dtype=float)
+    batch = _num(p["batch"])
+    overlap = _num(p["overlap_scheduler"])
     # host: scheduler/bookkeeping, GPU->CPU syncs (draft preprocess, accept, extend) and the
     # Python loop over committed tokens; v2 (overlap) drops the syncs and hides the rest. With stop
     # strings every finish check (one per committed token, one per request) decodes the output tail.
     # a tree (topk > 1) on a model without MLA runs on a backend that plans on the host: one plan per draft
     # step, verify and draft extend (steps + 1), and extra syncs to copy the plan inputs to the host
-    tree = (np.asarray(p["topk"]) > 1) * (1.0 - np.asarray(p["is_mla"], dtype=float))
+    tree = (_num(p["topk"]) > 1) * (1.0 - _num(p["is_mla"]))
     host_ms = (p["host_per_cycle_ms"] + batch * (p["host_per_request_us"] + tau * p["host_per_token_us"]
                                                  + (tau + 1) * p["stop_check_us"]) / 1e3
                + tree * (p["steps"] + 1) * p["tree_plan_us"] / 1e3)
     syncs_ms = (p["host_syncs_per_cycle"] + tree * p["tree_host_syncs_per_cycle"]) * (p["host_sync_us"] / 1e3) * (1 - overlap)
-    exposed_host = (1 - overlap) * host_ms + overlap * np.maximum(host_ms - gpu["gpu"], 0.0) + syncs_ms
+    exposed_host = (1 - overlap) * host_ms + overlap * _maximum(host_ms - gpu["gpu"], 0.0) + syncs_ms
     return {"draft": gpu["draft"], "verify": gpu["verify"], "accept": gpu["accept"], "draft_extend": gpu["draft_extend"],
             "host": exposed_host}
 
@@ -297,8 +299,8 @@ def _throughput(p: Params, tau) -> dict:
     phases = _with_host(p, tau, parts["gpu"])
     cyc = cycle_ms(phases)
     base = _cached(_BASELINE_CACHE, key, lambda: baseline_step_ms(p))
-    batch = np.asarray(p["batch"], dtype=float)
-    tok_s = batch * np.asarray(tau, dtype=float) / cyc * 1e3
+    batch = _num(p["batch"])
+    tok_s = batch * _num(tau) / cyc * 1e3
     base_tok_s = batch / base["total"] * 1e3
     return {"phases": phases, "verify_breakdown": verify, "cycle_ms": cyc, "tok_s": tok_s, "baseline": base, "baseline_tok_s": base_tok_s,
             "speedup": tok_s / base_tok_s}
@@ -306,13 +308,13 @@ def _throughput(p: Params, tau) -> dict:
 
 def baseline_step_ms(p: Params) -> dict:
     """One plain decode iteration: target forward + sampling + host (amortised, overlapped)."""
-    batch = np.asarray(p["batch"], dtype=float)
+    batch = _num(p["batch"])
     fwd = decode_breakdown(p)["total"]
     logits_ms = argmax_pass_us(p, batch, p["vocab"]) / 1e3
     sample = _eager_small_ms(p, p["decode_sample_kernels"]) + logits_ms
     host = (p["host_per_decode_step_ms"] / p["continuous_decode_steps"]
             + batch * (p["host_per_token_us"] + p["host_per_request_decode_us"] + p["stop_check_us"]) / 1e3)
-    ov = np.asarray(p["overlap_scheduler_baseline"], dtype=float)
+    ov = _num(p["overlap_scheduler_baseline"])
     gpu = fwd + sample
-    exposed = (1 - ov) * host + ov * np.maximum(host - gpu, 0.0)
+    exposed = (1 - ov) * host + ov * _maximum(host - gpu, 0.0)
     return {"forward": fwd, "sample": sample, "host": exposed, "total": gpu + exposed}

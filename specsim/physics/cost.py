@@ -104,13 +104,16 @@ class _Acc:
         if self.all_graph:
             return count * self.p["graph_node_us"]
         gap = self.p["eager_launch_us"] - gpu_us
-        eager_excess = max(gap, 0.0) if _scalar(gap) else np.maximum(gap, 0.0)
+        eager_excess = max(gap, 0.0) if type(gap) is float or _scalar(gap) else np.maximum(gap, 0.0)
         return count * (self._graph_node + self._eager_share * eager_excess)
 
     def _to(self, comp: str, x) -> None:
         """``t[comp] += x``: in place once ``t[comp]`` is an array of this accumulator's own and
         ``x`` fits its shape (the same sum, without a new array per operator), else a new array."""
         cur = self.t[comp]
+        if type(cur) is float and type(x) is float:  # one scenario: plain float sums
+            self.t[comp] = cur + x
+            return
         if comp in self._owned:
             try:
                 np.add(cur, x, out=cur)

@@ -277,3 +277,88 @@ def test_the_fused_moe_grid_predicts_shapes_no_fit_has_seen():
     glm = [abs(r["error_pct"]) for r in mod.moe_rows("sglang", held_out=True)
            if r["shape"].startswith("glm-4.7-fp8") and r["part"] == "gate_up"]
     assert statistics.mean(glm) < 8.0  # per-tensor fp8: no scale loads in the K loop
+
+
+def test_the_moe_fit_recovers_known_kernel_numbers():
+    """Points costed by the model at known values (the presets' x a factor each) give those values back."""
+    from specsim.analysis import moe_fit
+
+    pts = _load("h200-sglang-fused-moe.json")["points"]
+    pairs = moe_fit.point_params(pts, "sglang")
+    truth = {"moe_mem_efficiency": 0.8, "moe_wide_tile_mem_efficiency": 0.5, "moe_cta_bytes_per_s": 7e10,
+             "moe_cta_bytes_per_s_fp8": 2.2e10, "moe_cta_exit_us": 0.1, "moe_cta_tile_us": 1.2}
+    synth = [dict(pt, us=r["modeled_us"]) for (pt, _), r in zip(pairs, moe_fit.rows(pairs, truth))]
+    f = moe_fit.fit([(s, p) for s, (_, p) in zip(synth, pairs)])
+    for k, v in truth.items():
+        assert f["values"][k] == pytest.approx(v, rel=0.02), k
+    assert f["fitted"]["mape_pct"] < 0.5
+
+
+def _moe_profile(scale: float = 1.0) -> dict:
+    from specsim.measure import profile
+
+    pts = [dict(p, us=p["us"] * scale) for p in _load("h200-sglang-fused-moe.json")["points"]]
+    return {"schema": profile.PROFILE_SCHEMA, "version": profile.PROFILE_VERSION,
+            "provenance": {"gpu_name": "Test GPU", "date_utc": "2026-01-01T00:00:00Z", "command": "x", "torch": "2",
+                           "sm_count": 132},
+            "moe": {"kernel": "SGLang v0.5.6 fused_moe_kernel (Triton)", "points": pts}}
+
+
+def test_a_profile_with_fused_moe_points_sets_the_grid_of_this_gpu(tmp_path):
+    """``specsim measure gpu --sections moe`` points in a profile: ``--profile`` fits them for the deployment's GPU
+    (a kernel 25 % slower than the H200's gives smaller shares or rates) and leaves engines without the kernel alone."""
+    from specsim.analysis.build import build_scenario
+    from specsim.analysis.profile_fit import apply_profile
+    from specsim.measure.profile import validate_profile
+
+    assert validate_profile(_moe_profile()) == []
+    path = tmp_path / "moe.json"
+    path.write_text(json.dumps(_moe_profile(1.25)))
+    base = build_scenario(model="qwen3-30b-a3b", gpu="h200", tp=1, engine="sglang")
+    sc = apply_profile(base, str(path))
+    assert sc.engine.moe_mem_efficiency < base.engine.moe_mem_efficiency
+    assert "measured profile" in sc.gpu.sources["moe_cta_exit_us"] and sc.gpu.sm_count == 132
+    res = sc.provenance["profile"]["fit"]["residuals"]["moe"]
+    assert res["points"] == 132 and res["mape_pct"] < 8.0
+    hf = build_scenario(model="qwen3-30b-a3b", gpu="h200", tp=1, engine="hf-transformers")
+    assert apply_profile(hf, str(path)).engine.moe_mem_efficiency == hf.engine.moe_mem_efficiency
+
+
+@pytest.mark.parametrize("mutate, needle", [
+    (lambda p: p["moe"]["points"][0].update(part="up"), "moe.points[0].part"),
+    (lambda p: p["moe"]["points"][3].update(M=0), "moe.points[3].M"),
+    (lambda p: p["moe"]["points"][5].update(us=float("nan")), "moe.points[5].us"),
+    (lambda p: p["moe"]["points"][2]["config"].pop("BLOCK_SIZE_N"), "moe.points[2].config.BLOCK_SIZE_N"),
+    (lambda p: p["moe"].update(points=[]), "moe.points"),
+])
+def test_a_bad_fused_moe_point_is_named(mutate, needle):
+    from specsim.measure.profile import validate_profile
+
+    p = _moe_profile()
+    mutate(p)
+    problems = validate_profile(p)
+    assert problems and any(needle in x for x in problems), problems
+
+
+def test_specsim_measure_reproduces_the_fused_moe_dataset_on_the_h200():
+    """``specsim measure gpu --sections graph,moe`` run on the H200 (calibration/datasets/h200-measure-moe-profile.json):
+    its 132 points repeat the dataset's within 2 % MAPE (0.7 % at commit time), and ``--profile`` fits the same
+    numbers the presets carry within 3 %."""
+    import statistics
+
+    from specsim.analysis.profile_fit import fit_profile
+    from specsim.io.presets import get_engine, get_gpu
+    from specsim.measure.profile import validate_profile
+
+    prof = _load("h200-measure-moe-profile.json")
+    assert validate_profile(prof) == [] and prof["provenance"]["gpu_name"] == "NVIDIA H200"
+    ds = {(p["shape"], p["part"], p["M"]): p["us"] for p in _load("h200-sglang-fused-moe.json")["points"]}
+    rep = [abs(p["us"] / ds[(p["shape"], p["part"], p["M"])] - 1) for p in prof["moe"]["points"]]
+    assert len(rep) == len(ds) and statistics.mean(rep) < 0.02
+    g, _ = get_gpu("h200")
+    f = fit_profile(prof, g)
+    for k in ("moe_cta_bytes_per_s", "moe_cta_bytes_per_s_fp8", "moe_cta_exit_us", "moe_cta_tile_us"):
+        assert f.gpu[k] == pytest.approx(getattr(g, k), rel=0.03), k
+    e = get_engine("sglang")
+    for k in ("moe_mem_efficiency", "moe_wide_tile_mem_efficiency"):
+        assert f.engine[k] == pytest.approx(getattr(e, k), rel=0.03), k

@@ -19,7 +19,6 @@ them), ``--fit-cta`` an earlier candidate form.
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
 import statistics
 import sys
@@ -29,144 +28,47 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
+from specsim.analysis import moe_fit  # noqa: E402
 from specsim.analysis.build import build_scenario  # noqa: E402
-from specsim.physics.cost import evaluate_ops  # noqa: E402
-from specsim.physics.operators import Op, _gemm, target_ops  # noqa: E402
+from specsim.physics.operators import Op, _gemm  # noqa: E402
 from specsim.physics.params import scenario_params  # noqa: E402
 
 DATA = ROOT / "calibration" / "datasets"
-#: the measured shape -> (model preset, TP)
-SHAPES = {"qwen3-30b-a3b tp1": ("qwen3-30b-a3b", 1), "qwen3-30b-a3b tp2": ("qwen3-30b-a3b", 2),
-          "qwen3-30b-a3b tp4": ("qwen3-30b-a3b", 4), "glm-4.7-flash tp1 (no tuned config)": ("glm-4.7-flash", 1),
-          "deepseek-v3 tp8 fp8 block": ("deepseek-v3", 8), "kimi-k2 tp8 fp8 block (no tuned config)": ("kimi-k2", 8)}
-#: the shapes of ``h200-sglang-fused-moe-heldout.json`` (``HELDOUT=1 sglang_fused_moe.py``): never fitted
-HELDOUT_SHAPES = {"qwen3-235b-a22b tp4": ("qwen3-235b-a22b", 4), "qwen3-235b-a22b tp8": ("qwen3-235b-a22b", 8),
-                  "qwen3-30b-a3b tp8 (no tuned config)": ("qwen3-30b-a3b", 8),
-                  "glm-4.7-fp8 tp8 fp8 tensor": ("glm-4.7-fp8", 8)}
-OPS = {"gate_up": "experts_gate_up", "down": "experts_down"}
-#: where SGLang fuses the shared expert into the routed kernel as one more expert (the point's
-#: ``shared_expert_fused``), the model costs it as its own dense GEMM: its charge is the two operators together
-SHARED_OPS = {"gate_up": "shared_gate_up", "down": "shared_down"}
-
-
-def _per_call_us(p: dict, op: Op) -> float:
-    """What the cost model charges for one kernel of ``op`` in a graph replay (its row of the forward's table)."""
-    row = evaluate_ops(p, [op], 1.0, keep_rows=True)["rows"][0]
-    return float(row["us"]) / float(row["count"])
+#: the measured shapes (fitted) and the held-out ones, each -> (model preset, TP)
+SHAPES = {k: v for k, v in moe_fit.SHAPE_DEPLOYMENTS.items() if k in (
+    "qwen3-30b-a3b tp1", "qwen3-30b-a3b tp2", "qwen3-30b-a3b tp4", "glm-4.7-flash tp1 (no tuned config)",
+    "deepseek-v3 tp8 fp8 block", "kimi-k2 tp8 fp8 block (no tuned config)")}
+HELDOUT_SHAPES = {k: v for k, v in moe_fit.SHAPE_DEPLOYMENTS.items() if k not in SHAPES}
+OPS, SHARED_OPS, MOE_GRID_PARAMS = moe_fit.OPS, moe_fit.SHARED_OPS, moe_fit.GRID_PARAMS
+_per_call_us, _measured_op = moe_fit.per_call_us, moe_fit.measured_op
 
 
 @cache
 def _moe_points(engine: str, held_out: bool = False) -> tuple:
-    """(measured point, its deployment's parameters) for every fused-MoE point: built once per engine, as
-    :func:`fit_moe_grid` costs the same points again for every value it tries (clear the cache after a
-    change of the presets: ``_moe_points.cache_clear()``)."""
+    """(measured point, its deployment's parameters) for every fused-MoE point of the dataset (or the held-out
+    one): built once per engine, as :func:`fit_moe_grid` costs the same points again for every value it tries
+    (clear the cache after a change of the presets: ``_moe_points.cache_clear()``)."""
     name = "h200-sglang-fused-moe-heldout.json" if held_out else "h200-sglang-fused-moe.json"
-    meas = json.loads((DATA / name).read_text())["points"]
-    shapes = HELDOUT_SHAPES if held_out else SHAPES
-    out = []
-    for pt in meas:
-        model, tp = shapes[pt["shape"]]
-        out.append((pt, scenario_params(build_scenario(model=model, gpu="h200", tp=tp, engine=engine, batch=int(pt["M"]), ctx=512))))
-    return tuple(out)
-
-
-#: the parameters :func:`fit_moe_grid` fits (name -> (where it lives, start, bounds))
-MOE_GRID_PARAMS = {
-    "moe_mem_efficiency": ("engine", 0.85, (0.2, 1.0)),
-    "moe_wide_tile_mem_efficiency": ("engine", 0.6, (0.2, 1.0)),
-    "moe_cta_bytes_per_s": ("gpu", 4.4e10, (1e9, 1e12)),
-    "moe_cta_bytes_per_s_fp8": ("gpu", 2.7e10, (1e9, 1e12)),
-    "moe_cta_exit_us": ("gpu", 0.12, (0.0, 5.0)),
-    "moe_cta_tile_us": ("gpu", 0.9, (0.0, 20.0)),
-}
-
-
-def _measured_op(pt: dict, p: dict, op: Op) -> Op:
-    """The model's operator for a measured point, with the grid and weight bytes the point ran: its config's
-    tiles, the rows ``moe_align_block_size`` padded (``padded_rows``), the grid the benchmark launched
-    (always ``pairs + (E + 1) x (BLOCK_M - 1)`` rows, :func:`sglang_fused_moe.align`) and the bytes of the
-    experts it read, the shared expert included where it rides in the kernel."""
-    import math
-
-    cfg = pt["config"]
-    bm, bn = float(cfg["BLOCK_SIZE_M"]), float(cfg["BLOCK_SIZE_N"])
-    n_out = op.n_cols
-    tiles_n = math.ceil(n_out / bn)
-    e_kernel = p["num_experts"] + (1 if pt["shared_expert_fused"] else 0)
-    pairs = pt["M"] * (p["experts_per_token"] + (1 if pt["shared_expert_fused"] else 0))
-    launched = math.ceil((pairs + (e_kernel + 1) * (bm - 1)) / bm) * tiles_n
-    wide = not p["moe_fp8_tiles"] and "BLOCK_SIZE_K" in cfg and cfg["BLOCK_SIZE_K"] == 32 and bm == 64
-    live = pt["padded_rows"] / bm * tiles_n
-    return dataclasses.replace(op, bytes=float(pt["weight_bytes"]), rows_padded=float(pt["padded_rows"]),
-                               ctas=live, ctas_launched=float(launched), tile_units=live * bm * bn / (64.0 * 128.0),
-                               bw_eff=p["moe_wide_tile_mem_efficiency"] if wide else p["moe_mem_efficiency"])
+    return tuple(moe_fit.point_params(json.loads((DATA / name).read_text())["points"], engine))
 
 
 def moe_rows(engine: str, values: dict | None = None, as_measured: bool = True, held_out: bool = False) -> list[dict]:
-    """Every measured fused-MoE point beside the model's charge for it.
-
-    ``as_measured`` (default): the ``grouped_gemm`` family's formula on the grid and bytes the point ran
-    (:func:`_measured_op`), what :func:`fit_moe_grid` fits; else the operator as a forward builds it
-    (tiles from the config rule, expected rows and grid) plus the shared-expert GEMM where SGLang fuses that
-    expert into the kernel. ``values``: parameters in place of the presets' (as the fit tries them).
-    ``held_out``: the points of ``h200-sglang-fused-moe-heldout.json``, shapes no fit has seen."""
-    rows = []
-    for pt, base in _moe_points(engine, held_out):
-        p = dict(base)  # the cached parameters stay the preset's
-        for k, v in (values or {}).items():
-            if k == "moe_cta_bytes_per_s_fp8":  # the rate the deployment's CTAs take (params.gpu_params)
-                if p["moe_block_scaled"]:
-                    p["moe_cta_bytes_per_s"] = v
-            elif k == "moe_cta_bytes_per_s":
-                if not p["moe_block_scaled"]:
-                    p[k] = v
-            else:
-                p[k] = v
-        ops = {o.name: o for o in target_ops(p, 1.0)}
-        op = ops[OPS[pt["part"]]]
-        if as_measured:
-            us = _per_call_us(p, _measured_op(pt, p, op))
-        else:
-            us = _per_call_us(p, op)
-            if pt["shared_expert_fused"]:
-                us += _per_call_us(p, ops[SHARED_OPS[pt["part"]]])
-        rows.append({"shape": pt["shape"], "part": pt["part"], "M": pt["M"], "measured_us": pt["us"], "modeled_us": us,
-                     "error_pct": 100.0 * (us / pt["us"] - 1.0)})
-    return rows
+    """Every measured fused-MoE point beside the model's charge for it (:func:`specsim.analysis.moe_fit.rows`):
+    on the grid and bytes it ran (``as_measured``, what the fit fits), else the operator as a forward builds it
+    plus the shared-expert GEMM where SGLang fuses that expert into the kernel. ``values``: parameters in place
+    of the presets' (as the fit tries them). ``held_out``: ``h200-sglang-fused-moe-heldout.json``."""
+    return moe_fit.rows(list(_moe_points(engine, held_out)), values, as_measured)
 
 
 def fit_moe_grid(engine: str = "sglang", shapes: tuple[str, ...] | None = None) -> dict:
-    """The fused-MoE kernel's parameters (:data:`MOE_GRID_PARAMS`: the engine's bandwidth shares of the normal
-    and the wide bf16 default tiles, the GPU's per-CTA streaming rates for bf16 and fp8, its SM-us per launched
-    and per live CTA) fitted by least squares in log time to the measured points, each costed on the grid it
-    ran (:func:`moe_rows`); the rest of the charge (kernel floor, graph node gap, padded-row compute) is the
-    model's. ``shapes``: fit to those shapes only (the others held out)."""
-    import numpy as np
-    from scipy.optimize import least_squares
-
-    names = list(MOE_GRID_PARAMS)
-    scale = np.array([MOE_GRID_PARAMS[k][1] for k in names])
-    keep = [i for i, (pt, _) in enumerate(_moe_points(engine)) if shapes is None or pt["shape"] in shapes]
-
-    def resid(x):
-        rows = moe_rows(engine, dict(zip(names, x * scale)))
-        return [np.log(rows[i]["modeled_us"] / rows[i]["measured_us"]) for i in keep]
-
-    lo = np.array([MOE_GRID_PARAMS[k][2][0] for k in names]) / scale
-    hi = np.array([MOE_GRID_PARAMS[k][2][1] for k in names]) / scale
-    sol = least_squares(resid, np.ones(len(names)), bounds=(lo, hi), x_scale=1.0, diff_step=1e-3)
-    values = dict(zip(names, (float(v) for v in sol.x * scale)))
-    rows = moe_rows(engine, values)
-    held = [r for i, r in enumerate(rows) if i not in set(keep)]
-    fitted = [rows[i] for i in keep]
-
-    def stats(rs):
-        e = [abs(r["error_pct"]) for r in rs]
-        return {"points": len(e), "mape_pct": statistics.mean(e) if e else None, "worst_pct": max(e) if e else None}
-
-    return {"values": values, "fitted": stats(fitted), "held_out": stats(held),
-            "by_shape": {(sh, part): stats([r for r in rows if r["shape"] == sh and r["part"] == part])
-                         for sh in SHAPES for part in OPS}}
+    """The fused-MoE kernel's parameters (:data:`MOE_GRID_PARAMS`) fitted to the dataset's points
+    (:func:`specsim.analysis.moe_fit.fit`); ``shapes``: fit to those shapes only (the others held out)."""
+    pairs = list(_moe_points(engine))
+    keep = [i for i, (pt, _) in enumerate(pairs) if shapes is None or pt["shape"] in shapes]
+    f = moe_fit.fit(pairs, keep)
+    f["by_shape"] = {(sh, part): moe_fit.stats([r for r in f["rows"] if r["shape"] == sh and r["part"] == part])
+                     for sh in SHAPES for part in OPS}
+    return f
 
 
 def small_rows(engine: str) -> list[dict]:

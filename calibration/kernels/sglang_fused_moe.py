@@ -83,38 +83,36 @@ def graph_us(fn, n_calls=50, reps=11):
     return t[len(t) // 2]
 
 
-def main():
+#: name, E (incl. fused shared), routed E, N (per rank), K, topk routed, shared fused, config file: the fitted shapes
+SHAPES = [
+    ("qwen3-30b-a3b tp1", 128, 128, 768, 2048, 8, False, "e128_n768_h200_bf16.json"),
+    ("qwen3-30b-a3b tp2", 128, 128, 384, 2048, 8, False, "e128_n384_h200_bf16.json"),
+    ("qwen3-30b-a3b tp4", 128, 128, 192, 2048, 8, False, "e128_n192_h200_bf16.json"),
+    ("glm-4.7-flash tp1 (no tuned config)", 65, 64, 1536, 2048, 4, True, None),
+    ("deepseek-v3 tp8 fp8 block", 257, 256, 256, 7168, 8, True, "e257_n256_h200_fp8_block128.json"),
+    # SGLang v0.5.6 fuses the shared expert only for DeepSeek V3/R1 (n_routed_experts == 256,
+    # deepseek_v2.py determine_num_fused_shared_experts); GLM-4.7-Flash's glm4_moe.py fuses it too
+    ("kimi-k2 tp8 fp8 block (no tuned config)", 384, 384, 256, 7168, 8, False, None),
+]
+#: shapes the fit of calibration/kernels/compare.py never sees (HELDOUT=1)
+HELDOUT_SHAPES = [
+    ("qwen3-235b-a22b tp4", 128, 128, 384, 4096, 8, False, "e128_n384_h200_bf16.json"),
+    ("qwen3-235b-a22b tp8", 128, 128, 192, 4096, 8, False, "e128_n192_h200_bf16.json"),
+    ("qwen3-30b-a3b tp8 (no tuned config)", 128, 128, 96, 2048, 8, False, None),
+    # GLM-4.7-FP8: per-tensor fp8, SGLang's E=160 table (the shared expert runs apart)
+    ("glm-4.7-fp8 tp8 fp8 tensor", 160, 160, 192, 5120, 8, False, "e160_n192_h200_fp8.json"),
+]
+M_VALUES = [1, 2, 4, 8, 16, 32, 64, 128, 192, 256, 512]
+KERNEL = ("SGLang v0.5.6 fused_moe_kernel (Triton), bf16 and fp8 block-wise; tuned H200 configs from SGLang's "
+          "configs folder where v0.5.6 has one (sglang_moe_configs/), else its get_default_config")
+
+
+def measure(shapes, ms, log=print) -> list[dict]:
+    """Every (shape, GEMM, M) point: the kernel timed in a CUDA graph on the tiles it runs (``specsim measure gpu
+    --sections moe`` calls this too)."""
     dev = "cuda"
     bf = torch.bfloat16
-    shapes = [
-        # name, E (incl. fused shared), routed E, N (per rank), K, topk routed, shared fused, config file
-        ("qwen3-30b-a3b tp1", 128, 128, 768, 2048, 8, False, "e128_n768_h200_bf16.json"),
-        ("qwen3-30b-a3b tp2", 128, 128, 384, 2048, 8, False, "e128_n384_h200_bf16.json"),
-        ("qwen3-30b-a3b tp4", 128, 128, 192, 2048, 8, False, "e128_n192_h200_bf16.json"),
-        ("glm-4.7-flash tp1 (no tuned config)", 65, 64, 1536, 2048, 4, True, None),
-        ("deepseek-v3 tp8 fp8 block", 257, 256, 256, 7168, 8, True, "e257_n256_h200_fp8_block128.json"),
-        # SGLang v0.5.6 fuses the shared expert only for DeepSeek V3/R1 (n_routed_experts == 256,
-        # deepseek_v2.py determine_num_fused_shared_experts); GLM-4.7-Flash's glm4_moe.py fuses it too
-        ("kimi-k2 tp8 fp8 block (no tuned config)", 384, 384, 256, 7168, 8, False, None),
-    ]
-    out_default = "moe_probe.json"
-    if os.environ.get("HELDOUT"):  # shapes the fit of calibration/kernels/compare.py never sees
-        shapes = [
-            ("qwen3-235b-a22b tp4", 128, 128, 384, 4096, 8, False, "e128_n384_h200_bf16.json"),
-            ("qwen3-235b-a22b tp8", 128, 128, 192, 4096, 8, False, "e128_n192_h200_bf16.json"),
-            ("qwen3-30b-a3b tp8 (no tuned config)", 128, 128, 96, 2048, 8, False, None),
-            # GLM-4.7-FP8: per-tensor fp8, SGLang's E=160 table (the shared expert runs apart)
-            ("glm-4.7-fp8 tp8 fp8 tensor", 160, 160, 192, 5120, 8, False, "e160_n192_h200_fp8.json"),
-        ]
-        out_default = "moe_probe_heldout.json"
-    only = os.environ.get("ONLY")
-    if only:
-        shapes = [s for s in shapes if only in s[0]]
-    ms = [1, 2, 4, 8, 16, 32, 64, 128, 192, 256, 512]
-    res = {"provenance": _provenance(),
-           "kernel": ("SGLang v0.5.6 fused_moe_kernel (Triton), bf16 and fp8 block-wise; tuned H200 configs from SGLang's "
-                      "configs folder where v0.5.6 has one (sglang_moe_configs/), else its get_default_config"),
-           "points": []}
+    points = []
     # rotate over copies of the expert weights so that each call streams them from HBM (no L2 reuse across calls)
     for name, E, Er, N, K, topk, shared, cfgf in shapes:
         cfgs = None
@@ -163,15 +161,25 @@ def main():
             for part, fn, wbytes in (("gate_up", gate_up, distinct * 2 * N * K * wbyte), ("down", down, distinct * K * N * wbyte)):
                 try:
                     us = graph_us(fn)
-                    res["points"].append({"shape": name, "part": part, "M": M, "shared_expert_fused": shared,
+                    points.append({"shape": name, "part": part, "M": M, "shared_expert_fused": shared,
                                           "experts_read": distinct, "weight_bytes": wbytes,
                                           "padded_rows": total, "config": cfg, "us": us, "TB_s": wbytes / us / 1e6})
-                    print(f"{name:36s} {part:7s} M={M:4d} experts={distinct:3d} rows_padded={total:5d} "
-                          f"BM={cfg['BLOCK_SIZE_M']:3d} {us:8.2f} us {wbytes / us / 1e6:5.2f} TB/s", flush=True)
+                    log(f"{name:36s} {part:7s} M={M:4d} experts={distinct:3d} rows_padded={total:5d} "
+                        f"BM={cfg['BLOCK_SIZE_M']:3d} {us:8.2f} us {wbytes / us / 1e6:5.2f} TB/s")
                 except Exception as exc:
-                    print("FAIL", name, part, M, type(exc).__name__, str(exc)[:300], flush=True)
+                    log(f"FAIL {name} {part} {M} {type(exc).__name__} {str(exc)[:300]}")
         w13 = w2 = b13_s = b2_s = None  # free this shape's weights before the next
         torch.cuda.empty_cache()
+    return points
+
+
+def main():
+    shapes, out_default = (HELDOUT_SHAPES, "moe_probe_heldout.json") if os.environ.get("HELDOUT") else (SHAPES, "moe_probe.json")
+    only = os.environ.get("ONLY")
+    if only:
+        shapes = [s for s in shapes if only in s[0]]
+    res = {"provenance": _provenance(), "kernel": KERNEL,
+           "points": measure(shapes, M_VALUES, log=lambda line: print(line, flush=True))}
     with open(sys.argv[1] if len(sys.argv) > 1 else out_default, "w") as f:
         json.dump(res, f, indent=1)
 

@@ -162,7 +162,35 @@ def fit_profile(profile: dict, gpu) -> ProfileFit:
     stop = profile.get("host", {}).get("stop_check", {})
     if "stop_string_decode_us" in stop:  # this host's finish check with a stop string (tokenizer decode)
         out.engine["stop_check_us"] = float(stop["stop_string_decode_us"])
+    if profile.get("moe", {}).get("points"):
+        vals, res = fit_moe(profile, gpu, out)
+        out.gpu.update({k: v for k, v in vals.items() if k.startswith("moe_cta") or k == "sm_count"})
+        out.engine.update({k: v for k, v in vals.items() if k in ("moe_mem_efficiency", "moe_wide_tile_mem_efficiency")})
+        out.residuals["moe"] = res
     return out
+
+
+def fit_moe(profile: dict, gpu, fitted: ProfileFit) -> tuple[dict, dict]:
+    """The fused-MoE kernel's parameters fitted to the profile's moe points (:func:`specsim.analysis.moe_fit.fit`),
+    each costed on this GPU: its datasheet bandwidth and FLOP rates, its SM count (torch's, in the profile),
+    and the floor, node gap and GEMM efficiency the same profile measured where it has them."""
+    from . import moe_fit
+
+    sm = int(profile.get("provenance", {}).get("sm_count") or gpu.sm_count)
+    common = {"hbm_bytes_per_s": gpu.hbm_bytes_per_s, "sm_count": float(sm),
+              "kernel_floor_us": fitted.gpu.get("kernel_floor_us", gpu.kernel_floor_us),
+              "gemm_peak_efficiency": fitted.gpu.get("gemm_peak_efficiency", gpu.gemm_peak_efficiency)}
+    if "graph_node_us" in fitted.engine:
+        common["graph_node_us"] = fitted.engine["graph_node_us"]
+    pairs = moe_fit.point_params(profile["moe"]["points"], "sglang", "h200", common)
+    if not pairs:
+        return {}, {"points": 0, "note": "no point of a shape the model knows (moe_fit.SHAPE_DEPLOYMENTS)"}
+    for _, p in pairs:  # the FLOP rate of this GPU for the experts' dtype
+        p["flops_routed"] = gpu.flops_for("fp8" if p["moe_fp8_tiles"] else "bf16")
+    f = moe_fit.fit(pairs)
+    vals = dict(f["values"])
+    vals["sm_count"] = sm
+    return vals, {**f["fitted"], "model": "moe_fit.GRID_PARAMS on the grid each point ran"}
 
 
 def collective_fits(profile: dict, tp: int) -> dict[str, tuple[float, float]]:
@@ -200,7 +228,7 @@ def apply_profile(sc, path: str):
     coll = collective_fits(prof, sc.parallel.tp) if sc.parallel.tp > 1 and "collectives" in prof else {}
     if not fit.gpu and not fit.engine and not coll:
         raise SpecsimError("profile", path, f"holds nothing this deployment can use (no GEMM, attention, top-k, graph, host, "
-                                            f"copy or TP{sc.parallel.tp} all-reduce data)")
+                                            f"copy, fused-MoE or TP{sc.parallel.tp} all-reduce data)")
     data = sc.model_dump()
     src = f"fitted to the measured profile {path} ({fit.source})"
     tp = sc.parallel.tp
@@ -214,6 +242,8 @@ def apply_profile(sc, path: str):
         data["gpu"][key] = v
         data["gpu"].setdefault("sources", {})[key] = src
     for key, v in fit.engine.items():
+        if key.startswith("moe_") and data["engine"].get("moe_tiles", "none") == "none":
+            continue  # the Triton kernel's shares: not this engine's kernels
         data["engine"][key] = v
         data["engine"].setdefault("sources", {})[key] = src
     data["name"] = f"{sc.name}+profile"

@@ -66,7 +66,8 @@ def gpu_cmd(
     out: str = typer.Option("gpu-profile.json", "--out", "-o", help="profile JSON to write"),
     sections: str = typer.Option("gemm,attention,topk,graph,copy", "--sections",
                                  help="comma list of sections: gemm, attention, topk, graph, copy, host (a GPU->CPU "
-                                      "sync and the engine's finish check on this CPU; needs transformers)"),
+                                      "sync and the engine's finish check on this CPU; needs transformers), moe "
+                                      "(SGLang's fused MoE Triton kernel at six shapes; needs Triton)"),
     quick: bool = typer.Option(False, "--quick", help="a few points per section (smoke test, not a profile)"),
     budget_s: float = typer.Option(0.0, "--budget-s", help="wall-clock budget; points after it are skipped (0 = none)"),
     repeats: int = typer.Option(15, "--repeats", help="timed replays per point"),

@@ -1,5 +1,6 @@
 """``specsim measure gpu``: primitives (GEMM, attention, top-k, graph replay and launch, copy) and,
-with ``--sections ...,host``, the engine's per-request host work (:mod:`.host`)."""
+with ``--sections ...,host``, the engine's per-request host work (:mod:`.host`); ``moe``: SGLang's fused
+MoE Triton kernel at six shapes (:mod:`.moe`)."""
 
 from __future__ import annotations
 
@@ -12,10 +13,11 @@ from .bench import DEFAULT_ROTATE_BYTES, Bench, gpu_state, import_torch, provena
 from .common import Deadline, Progress, atomic_write_json, stats
 from .fit import fit_linear
 from .host import run_host
+from .moe import run_moe
 from .profile import PROFILE_SCHEMA, PROFILE_VERSION, validate_profile
 
-SECTIONS = ("gemm", "attention", "topk", "graph", "copy", "host")
-SECTION_WEIGHT = {"gemm": 0.55, "attention": 0.2, "topk": 0.1, "graph": 0.08, "copy": 0.07, "host": 0.02}
+SECTIONS = ("gemm", "attention", "topk", "graph", "copy", "host", "moe")
+SECTION_WEIGHT = {"gemm": 0.55, "attention": 0.2, "topk": 0.1, "graph": 0.08, "copy": 0.07, "host": 0.02, "moe": 0.2}
 
 
 class Ctx:
@@ -694,7 +696,7 @@ def run_copy(c: Ctx) -> dict:
 
 
 RUNNERS = {"gemm": run_gemm, "attention": run_attention, "topk": run_topk, "graph": run_graph, "copy": run_copy,
-           "host": run_host}
+           "host": run_host, "moe": run_moe}
 
 
 def measure_gpu(

@@ -49,7 +49,7 @@ PROFILE_VERSION = 1
 MAX_BYTES = 64 * 2**20
 MAX_DEPTH = 32
 MAX_ITEMS = 200_000
-SECTION_NAMES = ("gemm", "attention", "topk", "graph", "copy", "collectives", "host")
+SECTION_NAMES = ("gemm", "attention", "topk", "graph", "copy", "collectives", "host", "moe")
 
 
 class ProfileError(ValueError):
@@ -165,6 +165,38 @@ def _points(section, key, field, problems, required):
     return out
 
 
+MOE_POINTS_MAX = 10_000
+
+
+def _check_moe(m, problems: list[str]) -> None:
+    """The moe section: points of SGLang's fused MoE kernel, as ``calibration/kernels/sglang_fused_moe.py`` writes them."""
+    pts = m.get("points") if isinstance(m, dict) else None
+    if not isinstance(pts, list) or not pts or len(pts) > MOE_POINTS_MAX:
+        problems.append(f"moe.points: must be a list of 1 to {MOE_POINTS_MAX} points")
+        return
+    for i, p in enumerate(pts):
+        f = f"moe.points[{i}]"
+        if not isinstance(p, dict):
+            problems.append(f"{f}: must be an object")
+            continue
+        if not isinstance(p.get("shape"), str) or not p["shape"]:
+            problems.append(f"{f}.shape: must be a non-empty string")
+        if p.get("part") not in ("gate_up", "down"):
+            problems.append(f"{f}.part: got {p.get('part')!r}; allowed: 'gate_up' or 'down'")
+        if not isinstance(p.get("shared_expert_fused"), bool):
+            problems.append(f"{f}.shared_expert_fused: must be true or false")
+        for key in ("M", "experts_read", "padded_rows"):
+            _num(p.get(key), f"{f}.{key}", problems, integer=True)
+        for key in ("weight_bytes", "us"):
+            _num(p.get(key), f"{f}.{key}", problems)
+        cfg = p.get("config")
+        if not isinstance(cfg, dict):
+            problems.append(f"{f}.config: must be an object (BLOCK_SIZE_M, BLOCK_SIZE_N, ...)")
+        else:
+            for key in ("BLOCK_SIZE_M", "BLOCK_SIZE_N"):
+                _num(cfg.get(key), f"{f}.config.{key}", problems, integer=True)
+
+
 def validate_profile(obj, strict: bool = True) -> list[str]:
     """Problems with a profile object (empty list = valid). ``strict=False`` skips the schema check."""
     problems: list[str] = []
@@ -185,6 +217,8 @@ def validate_profile(obj, strict: bool = True) -> list[str]:
     present = [s for s in SECTION_NAMES if s in obj]
     if not present:
         problems.append(f"sections: none of {', '.join(SECTION_NAMES)} present")
+    if "moe" in obj:
+        _check_moe(obj["moe"], problems)
     if "host" in obj:
         h = obj["host"]
         sc = h.get("stop_check") if isinstance(h, dict) else None

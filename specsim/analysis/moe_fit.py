@@ -1,0 +1,149 @@
+"""The fused-MoE kernel's parameters fitted to measured points of SGLang's Triton kernel.
+
+A point is one call of the kernel's gate_up or down GEMM at one per-rank shape and token count, as
+``calibration/kernels/sglang_fused_moe.py`` (and ``specsim measure gpu --sections moe``) times it:
+``{"shape", "part", "M", "shared_expert_fused", "experts_read", "weight_bytes", "padded_rows",
+"config", "us"}``. Each is costed by the model's ``grouped_gemm`` family on the grid and bytes it
+ran (:func:`measured_op`), on the deployment its shape names (:data:`SHAPE_DEPLOYMENTS`); the fit
+moves :data:`GRID_PARAMS` (least squares in log time), the rest of the charge (kernel floor, graph
+node gap, padded-row compute) is the model's. Used by ``calibration/kernels/compare.py`` and, for a
+user's own profile, by :func:`specsim.analysis.profile_fit.fit_profile`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import statistics
+
+#: measured shape -> (model preset, TP) it is the routed-expert GEMM of
+SHAPE_DEPLOYMENTS = {
+    "qwen3-30b-a3b tp1": ("qwen3-30b-a3b", 1), "qwen3-30b-a3b tp2": ("qwen3-30b-a3b", 2),
+    "qwen3-30b-a3b tp4": ("qwen3-30b-a3b", 4), "glm-4.7-flash tp1 (no tuned config)": ("glm-4.7-flash", 1),
+    "deepseek-v3 tp8 fp8 block": ("deepseek-v3", 8), "kimi-k2 tp8 fp8 block (no tuned config)": ("kimi-k2", 8),
+    # the held-out shapes (calibration/datasets/h200-sglang-fused-moe-heldout.json)
+    "qwen3-235b-a22b tp4": ("qwen3-235b-a22b", 4), "qwen3-235b-a22b tp8": ("qwen3-235b-a22b", 8),
+    "qwen3-30b-a3b tp8 (no tuned config)": ("qwen3-30b-a3b", 8), "glm-4.7-fp8 tp8 fp8 tensor": ("glm-4.7-fp8", 8),
+}
+OPS = {"gate_up": "experts_gate_up", "down": "experts_down"}
+#: where SGLang fuses the shared expert into the routed kernel as one more expert (the point's
+#: ``shared_expert_fused``), the model costs it as its own dense GEMM: its charge is the two operators together
+SHARED_OPS = {"gate_up": "shared_gate_up", "down": "shared_down"}
+#: the parameters :func:`fit` moves: name -> (scenario part, start value, bounds)
+GRID_PARAMS = {
+    "moe_mem_efficiency": ("engine", 0.85, (0.2, 1.0)),
+    "moe_wide_tile_mem_efficiency": ("engine", 0.6, (0.2, 1.0)),
+    "moe_cta_bytes_per_s": ("gpu", 4.4e10, (1e9, 1e12)),
+    "moe_cta_bytes_per_s_fp8": ("gpu", 2.7e10, (1e9, 1e12)),
+    "moe_cta_exit_us": ("gpu", 0.12, (0.0, 5.0)),
+    "moe_cta_tile_us": ("gpu", 0.9, (0.0, 20.0)),
+}
+
+
+def point_params(points: list[dict], engine: str = "sglang", gpu: str = "h200", overrides: dict | None = None) -> list:
+    """(point, the flat parameters of its deployment at its token count) for every point whose shape is known;
+    ``overrides``: parameter values in place of the presets' (a profile's own GPU numbers)."""
+    from ..physics.params import scenario_params
+    from .build import build_scenario
+
+    out = []
+    for pt in points:
+        if pt.get("shape") not in SHAPE_DEPLOYMENTS:
+            continue
+        model, tp = SHAPE_DEPLOYMENTS[pt["shape"]]
+        p = scenario_params(build_scenario(model=model, gpu=gpu, tp=tp, engine=engine, batch=int(pt["M"]), ctx=512))
+        p.update(overrides or {})
+        out.append((pt, p))
+    return out
+
+
+def per_call_us(p: dict, op) -> float:
+    """What the cost model charges for one kernel of ``op`` in a graph replay (its row of the forward's table)."""
+    from ..physics.cost import evaluate_ops
+
+    row = evaluate_ops(p, [op], 1.0, keep_rows=True)["rows"][0]
+    return float(row["us"]) / float(row["count"])
+
+
+def measured_op(pt: dict, p: dict, op):
+    """The model's operator for a measured point, with the grid and weight bytes the point ran: its config's
+    tiles, the rows ``moe_align_block_size`` padded (``padded_rows``), the grid the benchmark launched
+    (``pairs + (E + 1) x (BLOCK_M - 1)`` rows, as SGLang v0.5.6 does) and the bytes of the experts it read,
+    the shared expert included where it rides in the kernel."""
+    cfg = pt["config"]
+    bm, bn = float(cfg["BLOCK_SIZE_M"]), float(cfg["BLOCK_SIZE_N"])
+    tiles_n = math.ceil(op.n_cols / bn)
+    fused = bool(pt.get("shared_expert_fused"))
+    e_kernel = p["num_experts"] + (1 if fused else 0)
+    pairs = pt["M"] * (p["experts_per_token"] + (1 if fused else 0))
+    launched = math.ceil((pairs + (e_kernel + 1) * (bm - 1)) / bm) * tiles_n
+    wide = not p["moe_fp8_tiles"] and cfg.get("BLOCK_SIZE_K") == 32 and bm == 64
+    live = pt["padded_rows"] / bm * tiles_n
+    return dataclasses.replace(op, bytes=float(pt["weight_bytes"]), rows_padded=float(pt["padded_rows"]),
+                               ctas=live, ctas_launched=float(launched), tile_units=live * bm * bn / (64.0 * 128.0),
+                               bw_eff=p["moe_wide_tile_mem_efficiency"] if wide else p["moe_mem_efficiency"])
+
+
+def with_values(p: dict, values: dict | None) -> dict:
+    """A copy of ``p`` with :data:`GRID_PARAMS` values in place (the CTA rate as the deployment's scales take it)."""
+    q = dict(p)
+    for k, v in (values or {}).items():
+        if k == "moe_cta_bytes_per_s_fp8":
+            if q["moe_block_scaled"]:
+                q["moe_cta_bytes_per_s"] = v
+        elif k == "moe_cta_bytes_per_s":
+            if not q["moe_block_scaled"]:
+                q[k] = v
+        else:
+            q[k] = v
+    return q
+
+
+def rows(pairs: list, values: dict | None = None, as_measured: bool = True) -> list[dict]:
+    """Every point beside the model's charge: on the grid it ran (``as_measured``), else the operator as a
+    forward builds it (tiles from the config rule, expected padding) plus a fused shared expert's GEMM."""
+    from ..physics.operators import target_ops
+
+    out = []
+    for pt, base in pairs:
+        p = with_values(base, values)
+        ops = {o.name: o for o in target_ops(p, 1.0)}
+        op = ops[OPS[pt["part"]]]
+        if as_measured:
+            us = per_call_us(p, measured_op(pt, p, op))
+        else:
+            us = per_call_us(p, op)
+            if pt.get("shared_expert_fused"):
+                us += per_call_us(p, ops[SHARED_OPS[pt["part"]]])
+        out.append({"shape": pt["shape"], "part": pt["part"], "M": pt["M"], "measured_us": pt["us"], "modeled_us": us,
+                    "error_pct": 100.0 * (us / pt["us"] - 1.0)})
+    return out
+
+
+def stats(rs: list[dict]) -> dict:
+    e = [abs(r["error_pct"]) for r in rs]
+    return {"points": len(e), "mape_pct": statistics.mean(e) if e else None, "worst_pct": max(e) if e else None}
+
+
+def fit(pairs: list, keep: list[int] | None = None, names: tuple[str, ...] | None = None) -> dict:
+    """:data:`GRID_PARAMS` (or ``names`` of them) fitted to the points ``keep`` (default all); returns the values,
+    the fitted points' stats and the others' (held out)."""
+    import numpy as np
+    from scipy.optimize import least_squares
+
+    names = list(names or GRID_PARAMS)
+    keep = list(range(len(pairs))) if keep is None else list(keep)
+    scale = np.array([GRID_PARAMS[k][1] for k in names])
+
+    def resid(x):
+        rs = rows([pairs[i] for i in keep], dict(zip(names, x * scale)))
+        return [np.log(r["modeled_us"] / r["measured_us"]) for r in rs]
+
+    lo = np.array([GRID_PARAMS[k][2][0] for k in names]) / scale
+    hi = np.array([GRID_PARAMS[k][2][1] for k in names]) / scale
+    sol = least_squares(resid, np.ones(len(names)), bounds=(lo, hi), x_scale=1.0, diff_step=1e-3)
+    values = dict(zip(names, (float(v) for v in sol.x * scale)))
+    rs = rows(pairs, values)
+    kept = set(keep)
+    return {"values": values, "rows": rs, "fitted": stats([r for i, r in enumerate(rs) if i in kept]),
+            "held_out": stats([r for i, r in enumerate(rs) if i not in kept])}

@@ -90,8 +90,9 @@ def write_moe_grid(gpus: dict, engines: dict) -> dict:
             continue
         g = entry["gpu"]
         g["sm_count"], g["sources"]["sm_count"] = SM_COUNTS[key]
-        for name in ("moe_cta_bytes_per_s", "moe_cta_bytes_per_s_fp8", "moe_cta_exit_us", "moe_cta_tile_us"):
-            g[name] = round(fit["values"][name], 4 if name.endswith("_us") else -7)
+        for name in ("moe_cta_bytes_per_s", "moe_cta_bytes_per_s_fp8", "moe_cta_exit_us", "moe_cta_tile_us",
+                     "moe_cta_tile_us_fp8"):
+            g[name] = round(fit["values"][name], 4 if "_us" in name else -7)
             if key == "h200":
                 g["sources"][name] = src
             else:

@@ -126,7 +126,8 @@ def test_presets_carry_the_fused_moe_grid_fitted_to_the_measured_kernel_and_it_p
     assert fit["fitted"]["mape_pct"] < 8.0
     v = fit["values"]
     g, _ = get_gpu("h200")
-    for name in ("moe_cta_bytes_per_s", "moe_cta_bytes_per_s_fp8", "moe_cta_exit_us", "moe_cta_tile_us"):
+    for name in ("moe_cta_bytes_per_s", "moe_cta_bytes_per_s_fp8", "moe_cta_exit_us", "moe_cta_tile_us",
+                 "moe_cta_tile_us_fp8"):
         assert getattr(g, name) == pytest.approx(v[name], rel=2e-3), name
         assert "h200-sglang-fused-moe.json" in g.sources[name]
     for eng in ("sglang", "sglang-v2", "vllm"):
@@ -260,7 +261,7 @@ def test_the_fused_moe_grid_predicts_shapes_no_fit_has_seen():
     """Four more shapes measured on the H200 after the fit (``HELDOUT=1 sglang_fused_moe.py``): Qwen3-235B-A22B
     at TP4 and TP8 (bf16, tuned, K = 4096), Qwen3-30B-A3B at TP8 (bf16, default config, N = 96 per rank) and
     GLM-4.7-FP8 at TP8 (per-tensor fp8, tuned: its CTAs stream at the bf16 rate). The presets' grid model
-    predicts them at 12.1 % MAPE (measured at commit time) where the one bandwidth share it replaced (0.726, no
+    predicts them at 9.5 % MAPE (measured at commit time) where the one bandwidth share it replaced (0.726, no
     grid) gives 17.4 %."""
     import statistics
 
@@ -271,9 +272,9 @@ def test_the_fused_moe_grid_predicts_shapes_no_fit_has_seen():
     mod = _compare()
     grid = [abs(r["error_pct"]) for r in mod.moe_rows("sglang", held_out=True)]
     one_share = {"moe_mem_efficiency": 0.726, "moe_wide_tile_mem_efficiency": 0.726, "moe_cta_bytes_per_s": 1e14,
-                 "moe_cta_bytes_per_s_fp8": 1e14, "moe_cta_exit_us": 0.0, "moe_cta_tile_us": 0.0}
+                 "moe_cta_bytes_per_s_fp8": 1e14, "moe_cta_exit_us": 0.0, "moe_cta_tile_us": 0.0, "moe_cta_tile_us_fp8": 0.0}
     share = [abs(r["error_pct"]) for r in mod.moe_rows("sglang", one_share, held_out=True)]
-    assert statistics.mean(grid) < 14.0 and statistics.mean(grid) < statistics.mean(share) - 4.0
+    assert statistics.mean(grid) < 11.0 and statistics.mean(grid) < statistics.mean(share) - 6.0
     glm = [abs(r["error_pct"]) for r in mod.moe_rows("sglang", held_out=True)
            if r["shape"].startswith("glm-4.7-fp8") and r["part"] == "gate_up"]
     assert statistics.mean(glm) < 8.0  # per-tensor fp8: no scale loads in the K loop
@@ -286,7 +287,7 @@ def test_the_moe_fit_recovers_known_kernel_numbers():
     pts = _load("h200-sglang-fused-moe.json")["points"]
     pairs = moe_fit.point_params(pts, "sglang")
     truth = {"moe_mem_efficiency": 0.8, "moe_wide_tile_mem_efficiency": 0.5, "moe_cta_bytes_per_s": 7e10,
-             "moe_cta_bytes_per_s_fp8": 2.2e10, "moe_cta_exit_us": 0.1, "moe_cta_tile_us": 1.2}
+             "moe_cta_bytes_per_s_fp8": 2.2e10, "moe_cta_exit_us": 0.1, "moe_cta_tile_us": 0.5, "moe_cta_tile_us_fp8": 1.2}
     synth = [dict(pt, us=r["modeled_us"]) for (pt, _), r in zip(pairs, moe_fit.rows(pairs, truth))]
     f = moe_fit.fit([(s, p) for s, (_, p) in zip(synth, pairs)])
     for k, v in truth.items():
@@ -343,7 +344,7 @@ def test_a_bad_fused_moe_point_is_named(mutate, needle):
 def test_specsim_measure_reproduces_the_fused_moe_dataset_on_the_h200():
     """``specsim measure gpu --sections graph,moe`` run on the H200 (calibration/datasets/h200-measure-moe-profile.json):
     its 132 points repeat the dataset's within 2 % MAPE (0.7 % at commit time), and ``--profile`` fits the same
-    numbers the presets carry within 3 %."""
+    numbers the presets carry within 3 % (the bf16 tiles' SM time, which these shapes set only loosely, within 12 %)."""
     import statistics
 
     from specsim.analysis.profile_fit import fit_profile
@@ -357,8 +358,9 @@ def test_specsim_measure_reproduces_the_fused_moe_dataset_on_the_h200():
     assert len(rep) == len(ds) and statistics.mean(rep) < 0.02
     g, _ = get_gpu("h200")
     f = fit_profile(prof, g)
-    for k in ("moe_cta_bytes_per_s", "moe_cta_bytes_per_s_fp8", "moe_cta_exit_us", "moe_cta_tile_us"):
+    for k in ("moe_cta_bytes_per_s", "moe_cta_bytes_per_s_fp8", "moe_cta_exit_us", "moe_cta_tile_us_fp8"):
         assert f.gpu[k] == pytest.approx(getattr(g, k), rel=0.03), k
+    assert f.gpu["moe_cta_tile_us"] == pytest.approx(g.moe_cta_tile_us, rel=0.12)  # small at these shapes: loosely set
     e = get_engine("sglang")
     for k in ("moe_mem_efficiency", "moe_wide_tile_mem_efficiency"):
         assert f.engine[k] == pytest.approx(getattr(e, k), rel=0.03), k

@@ -37,7 +37,10 @@ GRID_PARAMS = {
     "moe_cta_bytes_per_s_fp8": ("gpu", 2.7e10, (1e9, 1e12)),
     "moe_cta_exit_us": ("gpu", 0.12, (0.0, 5.0)),
     "moe_cta_tile_us": ("gpu", 0.9, (0.0, 20.0)),
+    "moe_cta_tile_us_fp8": ("gpu", 0.9, (0.0, 20.0)),
 }
+#: the per-CTA numbers that come in two kinds: block-scaled fp8 / int8 tiles take the second (params.gpu_params)
+_BY_SCALES = {"moe_cta_bytes_per_s": "moe_cta_bytes_per_s_fp8", "moe_cta_tile_us": "moe_cta_tile_us_fp8"}
 
 
 def point_params(points: list[dict], engine: str = "sglang", gpu: str = "h200", overrides: dict | None = None) -> list:
@@ -87,11 +90,12 @@ def measured_op(pt: dict, p: dict, op):
 def with_values(p: dict, values: dict | None) -> dict:
     """A copy of ``p`` with :data:`GRID_PARAMS` values in place (the CTA rate as the deployment's scales take it)."""
     q = dict(p)
+    fp8_names = {v: k for k, v in _BY_SCALES.items()}
     for k, v in (values or {}).items():
-        if k == "moe_cta_bytes_per_s_fp8":
+        if k in fp8_names:  # the block-scaled kind: the deployment's parameter where its tiles are block-scaled
             if q["moe_block_scaled"]:
-                q["moe_cta_bytes_per_s"] = v
-        elif k == "moe_cta_bytes_per_s":
+                q[fp8_names[k]] = v
+        elif k in _BY_SCALES:
             if not q["moe_block_scaled"]:
                 q[k] = v
         else:

@@ -41,7 +41,8 @@ def gpu_params(g, dtypes, draft_dtype: str, block_scales: bool = True) -> Params
         "moe_cta_bytes_per_s": (g.moe_cta_bytes_per_s_fp8 if dtypes.routed_experts in ("fp8", "int8") and block_scales
                                 else g.moe_cta_bytes_per_s),
         "moe_cta_exit_us": g.moe_cta_exit_us,
-        "moe_cta_tile_us": g.moe_cta_tile_us,
+        "moe_cta_tile_us": (g.moe_cta_tile_us_fp8 if dtypes.routed_experts in ("fp8", "int8") and block_scales
+                            else g.moe_cta_tile_us),
     }
 
 

@@ -121,16 +121,19 @@ class GPU(_Model):
         0.7, gt=0, le=1, description="achieved/datasheet HBM BW of elementwise kernels (norms, rotary, activations)")
     sm_count: int = Field(132, ge=1, le=10_000, description="streaming multiprocessors (CTAs of a kernel's grid share them)")
     moe_cta_bytes_per_s: float = Field(
-        5.666e10, ge=1e6, le=1e14, description="weight bytes/s one live CTA of the fused-MoE Triton kernel streams (bf16 "
+        5.63e10, ge=1e6, le=1e14, description="weight bytes/s one live CTA of the fused-MoE Triton kernel streams (bf16 "
         "tiles): with few CTAs (few experts x N tiles) the kernel is latency-bound at n_cta x this, not at HBM bandwidth")
     moe_cta_bytes_per_s_fp8: float = Field(
-        2.767e10, ge=1e6, le=1e14, description="the same for fp8 tiles (per-block scales and dequantisation in the K loop)")
+        2.768e10, ge=1e6, le=1e14, description="the same for fp8 tiles (per-block scales and dequantisation in the K loop)")
     moe_cta_exit_us: float = Field(
-        0.084, ge=0, le=1e3, description="SM-us per launched CTA of the fused-MoE grid, live or not: SGLang sizes the grid for "
+        0.0827, ge=0, le=1e3, description="SM-us per launched CTA of the fused-MoE grid, live or not: SGLang sizes the grid for "
         "the worst-case padding ((E + 1) x (BLOCK_M - 1) rows) and the CTAs past the real rows exit at once")
     moe_cta_tile_us: float = Field(
-        0.9552, ge=0, le=1e3, description="SM-us of prologue and epilogue per live CTA of a 64 x 128 output tile (scales "
+        0.3817, ge=0, le=1e3, description="SM-us of prologue and epilogue per live CTA of a 64 x 128 output tile (scales "
         "with BLOCK_M x BLOCK_N): the cost a short K loop cannot hide")
+    moe_cta_tile_us_fp8: float = Field(
+        1.022, ge=0, le=1e3, description="the same for block-scaled fp8 / int8 tiles (the K loop loads per-block scales "
+        "and rescales the accumulator each step)")
     sources: dict[str, str] = Field(default_factory=dict)
 
     @field_validator("peak_flops")
@@ -336,7 +339,7 @@ class Engine(_Model):
         "so a CTA streams at moe_cta_bytes_per_s_fp8), else per-tensor or per-channel ones (it streams as bf16 tiles do); "
         "the scenario builder reads it from the tuned table's name, block-wise where SGLang has none")
     moe_wide_tile_mem_efficiency: float = Field(
-        0.582, gt=0, le=1, description="achieved/datasheet HBM BW of the bf16 default config's 64 x 64 x 32 tiles (SGLang "
+        0.566, gt=0, le=1, description="achieved/datasheet HBM BW of the bf16 default config's 64 x 64 x 32 tiles (SGLang "
         "get_default_config above tokens = experts), in place of moe_mem_efficiency")
     moe_mem_efficiency_int4: float | None = Field(
         None, gt=0, le=1, description="the same for routed experts stored as INT4 (W4A16 kernels): a preset prior the "

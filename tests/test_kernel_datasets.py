@@ -364,3 +364,17 @@ def test_specsim_measure_reproduces_the_fused_moe_dataset_on_the_h200():
     e = get_engine("sglang")
     for k in ("moe_mem_efficiency", "moe_wide_tile_mem_efficiency"):
         assert f.engine[k] == pytest.approx(getattr(e, k), rel=0.03), k
+
+
+def test_the_verify_breakdown_shows_each_fused_moe_grid_and_what_bounds_it():
+    """``verify --breakdown`` names the live and launched CTAs of each fused-MoE GEMM and whether its weights stream
+    at the tiles' share or are CTA-latency-bound (GLM-4.7-FP8 at TP8, one token: 3 N tiles x 8 experts)."""
+    from specsim.analysis.predict import operator_table
+
+    t = operator_table(1, model="glm-4.7-fp8", gpu="h200", tp=8, engine="sglang")
+    g = {r["name"]: r["grid"] for r in t.rows if "grid" in r}
+    assert g["experts_gate_up"]["ctas_live"] == 24 and g["experts_gate_up"]["latency_bound"]
+    assert not g["experts_down"]["latency_bound"] and g["experts_down"]["ctas_launched"] > g["experts_down"]["ctas_live"]
+    assert "24 live CTAs" in repr(t) and "latency-bound" in repr(t)
+    hf = operator_table(1, model="glm-4.7-fp8", gpu="h200", tp=8, engine="hf-transformers")
+    assert not any("grid" in r for r in hf.rows)  # no Triton grid on torch kernels

@@ -250,7 +250,18 @@ class OperatorTable:
 
         rows = [[r["name"], r["family"], r["phase"], r["count"], r["mbytes"], r["gflops"], r["ms"], r["pct"]] for r in self.rows]
         head = ["operator", "family", "phase", "kernels", "MB each", "GFLOP each", "ms", "%"]
-        return table_text(head, rows, self._title())
+        return table_text(head, rows, self._title()) + "".join(f"\n{line}" for line in self.grid_lines())
+
+    def grid_lines(self) -> list[str]:
+        """One line per fused-MoE GEMM on the engine's Triton grid: its CTAs and what bounds its weight stream."""
+        out = []
+        for r in self.rows:
+            g = r.get("grid")
+            if g:
+                why = "too few CTAs: latency-bound" if g["latency_bound"] else "the tiles' bandwidth share"
+                out.append(f"{r['name']}: {g['ctas_live']:,.0f} live CTAs of {g['ctas_launched']:,.0f} launched, "
+                           f"{g['rows_padded']:,.0f} padded rows; weights stream at {g['stream_TB_s']:.2f} TB/s ({why})")
+        return out
 
     def _title(self) -> str:
         return (f"{self.scenario}: verify forward over {self.batch} x {self.tokens} tokens, ctx {self.ctx} "
@@ -261,7 +272,8 @@ class OperatorTable:
 
         rows = [[r["name"], r["family"], r["phase"], r["count"], r["mbytes"], r["gflops"], r["ms"], r["pct"]] for r in self.rows]
         head = ["operator", "family", "phase", "kernels", "MB each", "GFLOP each", "ms", "%"]
-        return f"**{self._title()}**\n\n" + table_markdown(head, rows)
+        notes = "".join(f"\n\n{line}" for line in self.grid_lines())
+        return f"**{self._title()}**\n\n" + table_markdown(head, rows) + notes
 
 
 def operator_table(tokens: int = 3, scenario: str | Scenario | None = None, **overrides) -> OperatorTable:
@@ -284,9 +296,14 @@ def operator_table(tokens: int = 3, scenario: str | Scenario | None = None, **ov
         if count == 0:
             continue
         us = float(np.max(r["us"]))
-        rows.append({"name": r["name"], "family": r["family"], "phase": r["phase"], "count": int(round(count)),
-                     "mbytes": float(np.max(r["bytes"])) / 1e6, "gflops": float(np.max(r["flops"])) / 1e9,
-                     "ms": us / 1e3})
+        row = {"name": r["name"], "family": r["family"], "phase": r["phase"], "count": int(round(count)),
+               "mbytes": float(np.max(r["bytes"])) / 1e6, "gflops": float(np.max(r["flops"])) / 1e9, "ms": us / 1e3}
+        grid = r.get("grid")
+        if grid and np.isfinite(grid["ctas_live"]):
+            row["grid"] = {"ctas_live": float(grid["ctas_live"]), "ctas_launched": float(grid["ctas_launched"]),
+                           "rows_padded": float(grid["rows_padded"]), "stream_TB_s": float(grid["stream_bytes_per_s"]) / 1e12,
+                           "latency_bound": bool(grid["latency_bound"])}
+        rows.append(row)
     # each row holds its kernels' launch cost (graph node or exposed eager launch); the replay itself apart
     fixed_ms = float(g) * float(p["graph_fixed_us"]) / 1e3
     if fixed_ms > 0:

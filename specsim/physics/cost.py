@@ -152,9 +152,14 @@ class _Acc:
         self._to("launch", launch)
         self.kernels = self.kernels + count
         if self.rows is not None:
-            self.rows.append({"name": op.name, "family": op.family, "phase": op.phase, "count": count,
-                              "bytes": op.bytes + op.act_bytes, "flops": op.flops,
-                              "us": count * busy + launch, "parts_us": {k: count * v for k, v in parts.items()}})
+            row = {"name": op.name, "family": op.family, "phase": op.phase, "count": count,
+                   "bytes": op.bytes + op.act_bytes, "flops": op.flops,
+                   "us": count * busy + launch, "parts_us": {k: count * v for k, v in parts.items()}}
+            if op.family == "grouped_gemm" and _scalar(op.ctas, op.bw_eff):  # the kernel's grid (ctas inf: none)
+                share_bw, cta_bw = self.p["hbm_bytes_per_s"] * op.bw_eff, op.ctas * self.p["moe_cta_bytes_per_s"]
+                row["grid"] = {"ctas_live": op.ctas, "ctas_launched": op.ctas_launched, "rows_padded": op.rows_padded,
+                               "stream_bytes_per_s": min(share_bw, cta_bw), "latency_bound": cta_bw < share_bw}
+            self.rows.append(row)
 
     def finish(self) -> dict:
         self.t["launch"] = self.t["launch"] + self.graph * self.p["graph_fixed_us"]

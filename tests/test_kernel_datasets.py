@@ -331,6 +331,10 @@ def test_a_profile_with_fused_moe_points_sets_the_grid_of_this_gpu(tmp_path):
     (lambda p: p["moe"]["points"][5].update(us=float("nan")), "moe.points[5].us"),
     (lambda p: p["moe"]["points"][2]["config"].pop("BLOCK_SIZE_N"), "moe.points[2].config.BLOCK_SIZE_N"),
     (lambda p: p["moe"].update(points=[]), "moe.points"),
+    (lambda p: p["moe"]["points"][0].update(M=10**400), "moe.points[0].M"),
+    (lambda p: p["moe"]["points"][1].update(us=5e-324), "moe.points[1].us"),
+    (lambda p: p["provenance"].update(sm_count=[1]), "provenance.sm_count"),
+    (lambda p: p["provenance"].update(sm_count=0.5), "provenance.sm_count"),
 ])
 def test_a_bad_fused_moe_point_is_named(mutate, needle):
     from specsim.measure.profile import validate_profile
@@ -378,3 +382,47 @@ def test_the_verify_breakdown_shows_each_fused_moe_grid_and_what_bounds_it():
     assert "24 live CTAs" in repr(t) and "latency-bound" in repr(t)
     hf = operator_table(1, model="glm-4.7-fp8", gpu="h200", tp=8, engine="hf-transformers")
     assert not any("grid" in r for r in hf.rows)  # no Triton grid on torch kernels
+
+
+def test_a_small_or_bad_fused_moe_profile_keeps_what_it_cannot_set(tmp_path):
+    """A few points (as ``--quick`` writes: two shapes at three token counts) fit what they pin and leave the rest
+    near the presets (a prior, not a bound); a profile the model cannot fit is refused in one line; points of shapes
+    the model does not know are skipped and counted."""
+    from specsim.analysis.build import build_scenario
+    from specsim.analysis.profile_fit import apply_profile
+    from specsim.errors import SpecsimError
+
+    prof = _moe_profile()
+    keep = ("qwen3-30b-a3b tp1", "kimi-k2 tp8 fp8 block (no tuned config)")
+    few = dict(prof, moe={"points": [p for p in prof["moe"]["points"] if p["shape"] in keep and p["M"] in (1, 16, 128)]})
+    assert len(few["moe"]["points"]) == 12
+    path = tmp_path / "few.json"
+    path.write_text(json.dumps(few))
+    base = build_scenario(model="glm-4.7-flash", gpu="h200", tp=1, engine="sglang", batch=32)
+    sc = apply_profile(base, str(path))
+    assert sc.engine.moe_wide_tile_mem_efficiency == base.engine.moe_wide_tile_mem_efficiency  # no wide-tile point
+    for k in ("moe_cta_bytes_per_s", "moe_cta_bytes_per_s_fp8", "moe_cta_exit_us", "moe_cta_tile_us", "moe_cta_tile_us_fp8"):
+        assert 1 / 3 < getattr(sc.gpu, k) / getattr(base.gpu, k) < 3, k
+    bad = dict(prof, moe={"points": [dict(p, us=p["us"] * (20 if i % 2 else 1)) for i, p in enumerate(prof["moe"]["points"])]})
+    path.write_text(json.dumps(bad))
+    with pytest.raises(SpecsimError, match="profile.moe") as exc:
+        apply_profile(base, str(path))
+    assert "\n" not in str(exc.value)
+    odd = dict(prof, moe={"points": prof["moe"]["points"] + [dict(prof["moe"]["points"][0], shape="my-model tp3")]})
+    path.write_text(json.dumps(odd))
+    res = apply_profile(base, str(path)).provenance["profile"]["fit"]["residuals"]["moe"]
+    assert res["unknown_shapes_skipped"] == 1 and res["points"] == 132
+
+
+def test_every_shape_the_moe_benchmark_times_is_one_the_fit_knows():
+    """The benchmark's shape names (calibration/kernels/sglang_fused_moe.py, read without importing torch) are the
+    keys the fit maps to deployments: a renamed shape would drop its points silently."""
+    import ast
+
+    from specsim.analysis.moe_fit import SHAPE_DEPLOYMENTS
+
+    tree = ast.parse((ROOT / "calibration" / "kernels" / "sglang_fused_moe.py").read_text())
+    names = [el.elts[0].value for node in ast.walk(tree) if isinstance(node, ast.Assign)
+             and any(getattr(t, "id", "") in ("SHAPES", "HELDOUT_SHAPES") for t in node.targets)
+             for el in node.value.elts]
+    assert len(names) == 10 and set(names) == set(SHAPE_DEPLOYMENTS)

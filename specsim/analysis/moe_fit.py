@@ -129,23 +129,49 @@ def stats(rs: list[dict]) -> dict:
     return {"points": len(e), "mape_pct": statistics.mean(e) if e else None, "worst_pct": max(e) if e else None}
 
 
-def fit(pairs: list, keep: list[int] | None = None, names: tuple[str, ...] | None = None) -> dict:
-    """:data:`GRID_PARAMS` (or ``names`` of them) fitted to the points ``keep`` (default all); returns the values,
-    the fitted points' stats and the others' (held out)."""
+def identifiable(pairs: list) -> list[str]:
+    """The :data:`GRID_PARAMS` these points can set: a tile kind's numbers only where some point has that kind."""
+    def wide(pt, p):
+        cfg = pt["config"]
+        return not p["moe_fp8_tiles"] and cfg.get("BLOCK_SIZE_K") == 32 and cfg.get("BLOCK_SIZE_M") == 64
+
+    names = ["moe_mem_efficiency", "moe_cta_exit_us"]
+    if any(wide(pt, p) for pt, p in pairs):
+        names.append("moe_wide_tile_mem_efficiency")
+    if any(not p["moe_block_scaled"] for _, p in pairs):
+        names += ["moe_cta_bytes_per_s", "moe_cta_tile_us"]
+    if any(p["moe_block_scaled"] for _, p in pairs):
+        names += ["moe_cta_bytes_per_s_fp8", "moe_cta_tile_us_fp8"]
+    return names
+
+
+POINT_SD_LOG = 0.1  # with a prior: a point's modeled time is good to ~10 % (the fit's residual scale)
+
+
+def fit(pairs: list, keep: list[int] | None = None, names: tuple[str, ...] | None = None,
+        start: dict | None = None, prior_sd_log: float | None = None) -> dict:
+    """:data:`GRID_PARAMS` (or ``names`` of them) fitted to the points ``keep`` (default all), from ``start`` (default
+    the table's start values); returns the values, the fitted points' stats and the others' (held out).
+    ``prior_sd_log``: each parameter also pulled toward its start with that spread (log units), so what a few
+    points do not pin stays near the start instead of wandering to a bound."""
     import numpy as np
     from scipy.optimize import least_squares
 
     names = list(names or GRID_PARAMS)
     keep = list(range(len(pairs))) if keep is None else list(keep)
-    scale = np.array([GRID_PARAMS[k][1] for k in names])
+    scale = np.array([(start or {}).get(k) or GRID_PARAMS[k][1] for k in names])  # a zero start: the table's
 
     def resid(x):
         rs = rows([pairs[i] for i in keep], dict(zip(names, x * scale)))
-        return [np.log(r["modeled_us"] / r["measured_us"]) for r in rs]
+        data = [np.log(r["modeled_us"] / r["measured_us"]) for r in rs]
+        if prior_sd_log is None:
+            return data
+        return [d / POINT_SD_LOG for d in data] + list(np.log(np.maximum(x, 1e-12)) / prior_sd_log)
 
     lo = np.array([GRID_PARAMS[k][2][0] for k in names]) / scale
     hi = np.array([GRID_PARAMS[k][2][1] for k in names]) / scale
-    sol = least_squares(resid, np.ones(len(names)), bounds=(lo, hi), x_scale=1.0, diff_step=1e-3)
+    x0 = np.clip(np.ones(len(names)), lo + 1e-9, hi - 1e-9)  # a start outside the bounds moves inside
+    sol = least_squares(resid, x0, bounds=(lo, hi), x_scale=1.0, diff_step=1e-3)
     values = dict(zip(names, (float(v) for v in sol.x * scale)))
     rs = rows(pairs, values)
     kept = set(keep)

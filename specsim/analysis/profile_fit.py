@@ -16,6 +16,7 @@ apply a user's own profile (``--profile FILE``), so both go through one path.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -170,27 +171,47 @@ def fit_profile(profile: dict, gpu) -> ProfileFit:
     return out
 
 
+MOE_FIT_MAX_MAPE_PCT = 25.0  # a kernel this far from the model's form is not the kernel the profile claims
+MOE_PRIOR_SD_LOG = 1.0  # the presets' H200 values as the prior of another GPU's (a factor e at one sigma, assumed)
+
+
 def fit_moe(profile: dict, gpu, fitted: ProfileFit) -> tuple[dict, dict]:
     """The fused-MoE kernel's parameters fitted to the profile's moe points (:func:`specsim.analysis.moe_fit.fit`),
     each costed on this GPU: its datasheet bandwidth and FLOP rates, its SM count (torch's, in the profile),
     and the floor, node gap and GEMM efficiency the same profile measured where it has them."""
     from . import moe_fit
 
-    sm = int(profile.get("provenance", {}).get("sm_count") or gpu.sm_count)
+    sm = int(profile.get("provenance", {}).get("sm_count") or gpu.sm_count)  # validated: an integer in [0, 10000]
     common = {"hbm_bytes_per_s": gpu.hbm_bytes_per_s, "sm_count": float(sm),
               "kernel_floor_us": fitted.gpu.get("kernel_floor_us", gpu.kernel_floor_us),
               "gemm_peak_efficiency": fitted.gpu.get("gemm_peak_efficiency", gpu.gemm_peak_efficiency)}
     if "graph_node_us" in fitted.engine:
         common["graph_node_us"] = fitted.engine["graph_node_us"]
-    pairs = moe_fit.point_params(profile["moe"]["points"], "sglang", "h200", common)
+    points = profile["moe"]["points"]
+    pairs = moe_fit.point_params(points, "sglang", "h200", common)
+    unknown = len(points) - len(pairs)
     if not pairs:
-        return {}, {"points": 0, "note": "no point of a shape the model knows (moe_fit.SHAPE_DEPLOYMENTS)"}
+        return {}, {"points": 0, "note": f"none of its {len(points)} points is of a shape the model knows "
+                                         "(moe_fit.SHAPE_DEPLOYMENTS): nothing fitted"}
     for _, p in pairs:  # the FLOP rate of this GPU for the experts' dtype
         p["flops_routed"] = gpu.flops_for("fp8" if p["moe_fp8_tiles"] else "bf16")
-    f = moe_fit.fit(pairs)
+    names = moe_fit.identifiable(pairs)  # a tile kind no point has keeps the deployment's value
+    from ..io.presets import get_engine
+
+    eng = get_engine("sglang")
+    start = {k: getattr(gpu, k) if hasattr(gpu, k) else getattr(eng, k) for k in names}
+    try:
+        f = moe_fit.fit(pairs, names=names, start=start, prior_sd_log=MOE_PRIOR_SD_LOG)
+    except ValueError as exc:  # scipy: residuals not finite (points no physical kernel gives)
+        raise SpecsimError("profile.moe", f"{len(pairs)} points", f"cannot be fitted ({exc})") from None
+    mape = f["fitted"]["mape_pct"]
+    if not math.isfinite(mape) or mape > MOE_FIT_MAX_MAPE_PCT:
+        raise SpecsimError("profile.moe", f"{len(pairs)} points", f"the fused-MoE model fits them only to MAPE {mape:.3g} % "
+                           f"(at most {MOE_FIT_MAX_MAPE_PCT:.0f} % accepted): not this kernel's timings")
     vals = dict(f["values"])
     vals["sm_count"] = sm
-    return vals, {**f["fitted"], "model": "moe_fit.GRID_PARAMS on the grid each point ran"}
+    note = {"unknown_shapes_skipped": unknown} if unknown else {}
+    return vals, {**f["fitted"], **note, "fitted_parameters": names, "model": "moe_fit.GRID_PARAMS on the grid each point ran"}
 
 
 def collective_fits(profile: dict, tp: int) -> dict[str, tuple[float, float]]:

@@ -21,14 +21,11 @@ QUICK_M = [1, 16, 128]
 
 def kernels_dir() -> Path:
     """The folder of the kernel benchmark: a checkout's ``calibration/kernels``, else the installed package's."""
-    checkout = Path(__file__).resolve().parents[2] / "calibration" / "kernels"
-    if (checkout / SCRIPT).is_file():
-        return checkout
-    from importlib import resources
-
-    installed = Path(str(resources.files("specsim.calibration").joinpath("kernels")))
-    if (installed / SCRIPT).is_file():
-        return installed
+    here = Path(__file__).resolve()
+    # a checkout (specsim/measure/ beside calibration/), then an install (specsim/calibration/ is package data)
+    for folder in (here.parents[2] / "calibration" / "kernels", here.parents[1] / "calibration" / "kernels"):
+        if (folder / SCRIPT).is_file():
+            return folder
     raise FileNotFoundError(f"{SCRIPT} (calibration/kernels) is not part of this copy of specsim")
 
 
@@ -38,7 +35,11 @@ def _script():
         spec = importlib.util.spec_from_file_location(name, kernels_dir() / SCRIPT)
         mod = importlib.util.module_from_spec(spec)
         sys.modules[name] = mod
-        spec.loader.exec_module(mod)
+        try:
+            spec.loader.exec_module(mod)
+        except BaseException:
+            del sys.modules[name]  # no half-loaded module for the next call
+            raise
     return sys.modules[name]
 
 
@@ -63,4 +64,6 @@ def run_moe(c) -> dict:
         c.progress.step(note=shape[0])
         c.free()
     c.progress.finish()
+    if not points:  # every point failed or the budget ran out: no section (a profile may not hold an empty one)
+        raise RuntimeError("no fused-MoE point was measured")
     return {"kernel": mod.KERNEL, "points": points}

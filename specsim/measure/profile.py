@@ -124,7 +124,10 @@ def load_profile(path, max_bytes: int = MAX_BYTES) -> dict:
 def _num(v, field, problems, positive=True, allow_none=False, integer=False):
     if v is None and allow_none:
         return
-    ok = isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+    try:
+        ok = isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+    except OverflowError:  # an integer too large for a float
+        ok = False
     if ok and integer:
         ok = float(v).is_integer()
     if ok and positive:
@@ -133,7 +136,8 @@ def _num(v, field, problems, positive=True, allow_none=False, integer=False):
         ok = v >= 0
     if not ok:
         kind = "a positive" if positive else "a non-negative"
-        problems.append(f"{field}: must be {kind} finite {'integer' if integer else 'number'}, got {v!r}")
+        shown = repr(v) if len(repr(v)) <= 60 else repr(v)[:57] + "..."
+        problems.append(f"{field}: must be {kind} finite {'integer' if integer else 'number'}, got {shown}")
 
 
 def _points(section, key, field, problems, required):
@@ -165,7 +169,19 @@ def _points(section, key, field, problems, required):
     return out
 
 
-MOE_POINTS_MAX = 10_000
+MOE_POINTS_MAX = 2_000  # a full run writes 132; every --profile refits them (~3 s per 132)
+MOE_M_MAX = 1_000_000  # tokens per call
+MOE_BLOCK_MAX = 1024  # Triton tile sides
+
+
+def _short(v) -> str:
+    r = repr(v)
+    return r if len(r) <= 60 else r[:57] + "..."
+
+
+def _in_range(v, lo, hi, field, problems) -> None:
+    if isinstance(v, (int, float)) and not isinstance(v, bool) and not lo <= v <= hi:
+        problems.append(f"{field}: got {_short(v)}; allowed {lo:g} to {hi:g}")
 
 
 def _check_moe(m, problems: list[str]) -> None:
@@ -182,19 +198,23 @@ def _check_moe(m, problems: list[str]) -> None:
         if not isinstance(p.get("shape"), str) or not p["shape"]:
             problems.append(f"{f}.shape: must be a non-empty string")
         if p.get("part") not in ("gate_up", "down"):
-            problems.append(f"{f}.part: got {p.get('part')!r}; allowed: 'gate_up' or 'down'")
+            problems.append(f"{f}.part: got {_short(p.get('part'))}; allowed: 'gate_up' or 'down'")
         if not isinstance(p.get("shared_expert_fused"), bool):
             problems.append(f"{f}.shared_expert_fused: must be true or false")
         for key in ("M", "experts_read", "padded_rows"):
             _num(p.get(key), f"{f}.{key}", problems, integer=True)
+        _in_range(p.get("M"), 1, MOE_M_MAX, f"{f}.M", problems)
         for key in ("weight_bytes", "us"):
             _num(p.get(key), f"{f}.{key}", problems)
+        _in_range(p.get("us"), 0.1, 1e7, f"{f}.us", problems)  # a kernel call: 0.1 us to 10 s
+        _in_range(p.get("weight_bytes"), 1, 1e13, f"{f}.weight_bytes", problems)
         cfg = p.get("config")
         if not isinstance(cfg, dict):
             problems.append(f"{f}.config: must be an object (BLOCK_SIZE_M, BLOCK_SIZE_N, ...)")
         else:
             for key in ("BLOCK_SIZE_M", "BLOCK_SIZE_N"):
                 _num(cfg.get(key), f"{f}.config.{key}", problems, integer=True)
+                _in_range(cfg.get(key), 1, MOE_BLOCK_MAX, f"{f}.config.{key}", problems)
 
 
 def validate_profile(obj, strict: bool = True) -> list[str]:
@@ -214,6 +234,9 @@ def validate_profile(obj, strict: bool = True) -> list[str]:
         for key in ("gpu_name", "date_utc", "command", "torch"):
             if not isinstance(prov.get(key), str) or not prov.get(key):
                 problems.append(f"provenance.{key}: must be a non-empty string")
+        if "sm_count" in prov:  # torch's multiprocessor count (0: no CUDA device)
+            _num(prov["sm_count"], "provenance.sm_count", problems, positive=False, integer=True)
+            _in_range(prov["sm_count"], 0, 10_000, "provenance.sm_count", problems)
     present = [s for s in SECTION_NAMES if s in obj]
     if not present:
         problems.append(f"sections: none of {', '.join(SECTION_NAMES)} present")

@@ -13,6 +13,12 @@ from .schema import DTYPE_BYTES, Scenario
 Params = dict  # name -> float | np.ndarray
 
 
+def block_scaled(dtypes, block_scales: bool) -> bool:
+    """Routed experts of one-byte weights (fp8; int8 assumed alike) with block-wise scales: their fused-MoE tiles load
+    and apply scales in the K loop, and take the GPU's ``_fp8`` per-CTA numbers."""
+    return dtypes.routed_experts in ("fp8", "int8") and bool(block_scales)
+
+
 def gpu_params(g, dtypes, draft_dtype: str, block_scales: bool = True) -> Params:
     """The accelerator's numbers the cost model reads (one place: scenarios and sweep GPU axes)."""
     return {
@@ -37,12 +43,9 @@ def gpu_params(g, dtypes, draft_dtype: str, block_scales: bool = True) -> Params
         "flops_draft": g.flops_for(draft_dtype),
         "flops_bf16": g.peak_flops["bf16"],
         "sm_count": float(g.sm_count),
-        # block-scaled one-byte weights (fp8; int8 assumed alike) stream at the fp8 tiles' rate: the K loop loads scales
-        "moe_cta_bytes_per_s": (g.moe_cta_bytes_per_s_fp8 if dtypes.routed_experts in ("fp8", "int8") and block_scales
-                                else g.moe_cta_bytes_per_s),
+        "moe_cta_bytes_per_s": g.moe_cta_bytes_per_s_fp8 if block_scaled(dtypes, block_scales) else g.moe_cta_bytes_per_s,
         "moe_cta_exit_us": g.moe_cta_exit_us,
-        "moe_cta_tile_us": (g.moe_cta_tile_us_fp8 if dtypes.routed_experts in ("fp8", "int8") and block_scales
-                            else g.moe_cta_tile_us),
+        "moe_cta_tile_us": g.moe_cta_tile_us_fp8 if block_scaled(dtypes, block_scales) else g.moe_cta_tile_us,
     }
 
 
@@ -133,7 +136,7 @@ def scenario_params(sc: Scenario) -> Params:
         "moe_grid_clamp": float(e.moe_tiles == "vllm-triton"),
         "moe_tuned_config": float(e.moe_config == "tuned"),
         "moe_fp8_tiles": float(dt.routed_experts == "fp8"),
-        "moe_block_scaled": float(dt.routed_experts in ("fp8", "int8") and e.moe_fp8_block_scales),  # its CTAs: fp8 rate
+        "moe_block_scaled": float(block_scaled(dt, e.moe_fp8_block_scales)),  # its CTAs take the _fp8 numbers
         "moe_wide_tile_mem_efficiency": e.moe_wide_tile_mem_efficiency,
         "per_token_traffic_factor": e.per_token_traffic_factor,
         "small_kernel_factor": e.small_kernel_factor,

@@ -39,7 +39,7 @@ SHAPES = {k: v for k, v in moe_fit.SHAPE_DEPLOYMENTS.items() if k in (
     "qwen3-30b-a3b tp1", "qwen3-30b-a3b tp2", "qwen3-30b-a3b tp4", "glm-4.7-flash tp1 (no tuned config)",
     "deepseek-v3 tp8 fp8 block", "kimi-k2 tp8 fp8 block (no tuned config)")}
 HELDOUT_SHAPES = {k: v for k, v in moe_fit.SHAPE_DEPLOYMENTS.items() if k not in SHAPES}
-OPS, SHARED_OPS, MOE_GRID_PARAMS = moe_fit.OPS, moe_fit.SHARED_OPS, moe_fit.GRID_PARAMS
+OPS = moe_fit.OPS
 _per_call_us, _measured_op = moe_fit.per_call_us, moe_fit.measured_op
 
 
@@ -61,7 +61,7 @@ def moe_rows(engine: str, values: dict | None = None, as_measured: bool = True, 
 
 
 def fit_moe_grid(engine: str = "sglang", shapes: tuple[str, ...] | None = None) -> dict:
-    """The fused-MoE kernel's parameters (:data:`MOE_GRID_PARAMS`) fitted to the dataset's points
+    """The fused-MoE kernel's parameters (``moe_fit.GRID_PARAMS``) fitted to the dataset's points
     (:func:`specsim.analysis.moe_fit.fit`); ``shapes``: fit to those shapes only (the others held out)."""
     pairs = list(_moe_points(engine))
     keep = [i for i, (pt, _) in enumerate(pairs) if shapes is None or pt["shape"] in shapes]

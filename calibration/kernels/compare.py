@@ -39,6 +39,8 @@ SHAPES = {k: v for k, v in moe_fit.SHAPE_DEPLOYMENTS.items() if k in (
     "qwen3-30b-a3b tp1", "qwen3-30b-a3b tp2", "qwen3-30b-a3b tp4", "glm-4.7-flash tp1 (no tuned config)",
     "deepseek-v3 tp8 fp8 block", "kimi-k2 tp8 fp8 block (no tuned config)")}
 HELDOUT_SHAPES = {k: v for k, v in moe_fit.SHAPE_DEPLOYMENTS.items() if k not in SHAPES}
+#: the held-out kernel datasets (``HELDOUT=1`` and ``HELDOUT=fp8`` runs of ``sglang_fused_moe.py``)
+HELDOUT_FILES = ("h200-sglang-fused-moe-heldout.json", "h200-sglang-fused-moe-heldout-fp8.json")
 OPS = moe_fit.OPS
 _per_call_us, _measured_op = moe_fit.per_call_us, moe_fit.measured_op
 
@@ -48,8 +50,9 @@ def _moe_points(engine: str, held_out: bool = False) -> tuple:
     """(measured point, its deployment's parameters) for every fused-MoE point of the dataset (or the held-out
     one): built once per engine, as :func:`fit_moe_grid` costs the same points again for every value it tries
     (clear the cache after a change of the presets: ``_moe_points.cache_clear()``)."""
-    name = "h200-sglang-fused-moe-heldout.json" if held_out else "h200-sglang-fused-moe.json"
-    return tuple(moe_fit.point_params(json.loads((DATA / name).read_text())["points"], engine))
+    names = HELDOUT_FILES if held_out else ("h200-sglang-fused-moe.json",)
+    points = [pt for name in names for pt in json.loads((DATA / name).read_text())["points"]]
+    return tuple(moe_fit.point_params(points, engine))
 
 
 def moe_rows(engine: str, values: dict | None = None, as_measured: bool = True, held_out: bool = False) -> list[dict]:
@@ -184,7 +187,7 @@ def main() -> None:
             print(f"  {f['family']:32s} {f['part']:8s} F {f['fixed_us']:5.1f} us  B_peak {f['peak_TB_s']:.2f} TB/s  "
                   f"b_cta {f['per_cta_GB_s']:5.1f} GB/s  MAPE {f['mape_pct']:4.1f} %  worst {f['worst_pct']:4.1f} %")
     held = moe_rows(a.engine, held_out=True)
-    print(f"\nheld out: {len(held)} points of h200-sglang-fused-moe-heldout.json (shapes no fit has seen), "
+    print(f"\nheld out: {len(held)} points of {' and '.join(HELDOUT_FILES)} (shapes no fit has seen), "
           f"on the grid each ran")
     for shape in HELDOUT_SHAPES:
         for part in OPS:

@@ -14,6 +14,7 @@ Needs torch and triton on a CUDA GPU (it never runs in CI):
 
     python3 calibration/kernels/sglang_fused_moe.py OUT.json      # ONLY=fp8: the fp8 shapes only
     HELDOUT=1 python3 calibration/kernels/sglang_fused_moe.py OUT.json   # four shapes the fit never sees
+    HELDOUT=fp8 python3 calibration/kernels/sglang_fused_moe.py OUT.json # two more, block-wise fp8
 """
 # ruff: noqa: B023  (each closure is captured into a CUDA graph in the iteration that defines it)
 import json
@@ -102,6 +103,11 @@ HELDOUT_SHAPES = [
     # GLM-4.7-FP8: per-tensor fp8, SGLang's E=160 table (the shared expert runs apart)
     ("glm-4.7-fp8 tp8 fp8 tensor", 160, 160, 192, 5120, 8, False, "e160_n192_h200_fp8.json"),
 ]
+#: more held-out shapes, block-wise fp8 (HELDOUT=fp8): a tuned table at TP4, the default config at TP8
+HELDOUT_FP8_SHAPES = [
+    ("qwen3-235b-a22b tp4 fp8 block", 128, 128, 384, 4096, 8, False, "e128_n384_h200_fp8_block128.json"),
+    ("qwen3-235b-a22b tp8 fp8 block (no tuned config)", 128, 128, 192, 4096, 8, False, None),
+]
 M_VALUES = [1, 2, 4, 8, 16, 32, 64, 128, 192, 256, 512]
 KERNEL = ("SGLang v0.5.6 fused_moe_kernel (Triton), bf16 and fp8 block-wise; tuned H200 configs from SGLang's "
           "configs folder where v0.5.6 has one (sglang_moe_configs/), else its get_default_config")
@@ -174,7 +180,9 @@ def measure(shapes, ms, log=print) -> list[dict]:
 
 
 def main():
-    shapes, out_default = (HELDOUT_SHAPES, "moe_probe_heldout.json") if os.environ.get("HELDOUT") else (SHAPES, "moe_probe.json")
+    held = os.environ.get("HELDOUT")
+    shapes, out_default = ((HELDOUT_FP8_SHAPES, "moe_probe_heldout_fp8.json") if held == "fp8" else
+                           (HELDOUT_SHAPES, "moe_probe_heldout.json") if held else (SHAPES, "moe_probe.json"))
     only = os.environ.get("ONLY")
     if only:
         shapes = [s for s in shapes if only in s[0]]

@@ -65,11 +65,12 @@ def set_moe_config(data: dict) -> None:
     if eng.get("moe_tiles", "none") == "none" or not t.get("moe"):
         return
     m, tp = t["moe"], data["parallel"]["tp"]
+    block = m.get("fp8_scales", "block") == "block"
     found = moe_config_tuned(data["gpu"]["name"], m["num_experts"], m.get("num_shared_experts") or 0,
-                             m["expert_intermediate"] // tp, t["dtypes"]["routed_experts"])
+                             m["expert_intermediate"] // tp, t["dtypes"]["routed_experts"], block)
     eng["moe_config"] = "tuned" if found else "default"
-    # a tuned fp8 table says its scales; without one, block-wise as the HF fp8 checkpoints of DeepSeek-V3, Kimi-K2, Qwen3 are
-    eng["moe_fp8_block_scales"] = "block_shape" in found if found else True
+    eng["moe_fp8_block_scales"] = block  # the model's checkpoint scaling (target.moe.fp8_scales)
+    eng.setdefault("sources", {})["moe_fp8_block_scales"] = f"target.moe.fp8_scales = {m.get('fp8_scales', 'block')}"
     eng.setdefault("sources", {})["moe_config"] = (
         (f"tuned table {found}.json" if found else
          f"no tuned table for E={m['num_experts']}, N={m['expert_intermediate'] // tp}, {data['gpu']['name']}, "

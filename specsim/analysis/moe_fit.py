@@ -16,7 +16,7 @@ import dataclasses
 import math
 import statistics
 
-#: measured shape -> (model preset, TP) it is the routed-expert GEMM of
+#: measured shape -> (model preset, TP[, weight dtype]) it is the routed-expert GEMM of
 SHAPE_DEPLOYMENTS = {
     "qwen3-30b-a3b tp1": ("qwen3-30b-a3b", 1), "qwen3-30b-a3b tp2": ("qwen3-30b-a3b", 2),
     "qwen3-30b-a3b tp4": ("qwen3-30b-a3b", 4), "glm-4.7-flash tp1 (no tuned config)": ("glm-4.7-flash", 1),
@@ -24,6 +24,9 @@ SHAPE_DEPLOYMENTS = {
     # the held-out shapes (calibration/datasets/h200-sglang-fused-moe-heldout.json)
     "qwen3-235b-a22b tp4": ("qwen3-235b-a22b", 4), "qwen3-235b-a22b tp8": ("qwen3-235b-a22b", 8),
     "qwen3-30b-a3b tp8 (no tuned config)": ("qwen3-30b-a3b", 8), "glm-4.7-fp8 tp8 fp8 tensor": ("glm-4.7-fp8", 8),
+    # (h200-sglang-fused-moe-heldout-fp8.json) Qwen3-235B-A22B-FP8's block-wise experts: the preset with fp8 weights
+    "qwen3-235b-a22b tp4 fp8 block": ("qwen3-235b-a22b", 4, "fp8"),
+    "qwen3-235b-a22b tp8 fp8 block (no tuned config)": ("qwen3-235b-a22b", 8, "fp8"),
 }
 OPS = {"gate_up": "experts_gate_up", "down": "experts_down"}
 #: where SGLang fuses the shared expert into the routed kernel as one more expert (the point's
@@ -53,8 +56,9 @@ def point_params(points: list[dict], engine: str = "sglang", gpu: str = "h200", 
     for pt in points:
         if pt.get("shape") not in SHAPE_DEPLOYMENTS:
             continue
-        model, tp = SHAPE_DEPLOYMENTS[pt["shape"]]
-        p = scenario_params(build_scenario(model=model, gpu=gpu, tp=tp, engine=engine, batch=int(pt["M"]), ctx=512))
+        model, tp, *dtype = SHAPE_DEPLOYMENTS[pt["shape"]]
+        p = scenario_params(build_scenario(model=model, gpu=gpu, tp=tp, engine=engine, batch=int(pt["M"]), ctx=512,
+                                           dtype=dtype[0] if dtype else None))
         p.update(overrides or {})
         out.append((pt, p))
     return out

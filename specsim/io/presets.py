@@ -158,13 +158,14 @@ def load_scenario(name_or_file: str | None = None) -> Scenario:
     return scenario_from_dict(data, f"scenario {path.name}")
 
 
-def moe_config_tuned(gpu_name: str, num_experts: int, num_shared: int, n_per_rank: int, dtype: str) -> str | None:
+def moe_config_tuned(gpu_name: str, num_experts: int, num_shared: int, n_per_rank: int, dtype: str,
+                     block_scales: bool = True) -> str | None:
     """The tuned fused-MoE config file SGLang ships for these experts on this GPU, or None (``get_default_config``).
 
     From ``models/sglang_moe_configs.json``. Two approximations, as the model records neither: the kernel's
     expert count is the routed experts, or one more where SGLang fuses the shared expert into the kernel
-    (DeepSeek-V3, GLM-4.x), and either name counts; any fp8 variant (per-tensor, per-channel, block-wise)
-    counts for fp8 weights. An unknown GPU has no tables.
+    (DeepSeek-V3, GLM-4.x), and either name counts; for fp8 / int8 weights the tables of their scaling
+    (``block_scales``: a ``block_shape`` name; else per-tensor or per-channel ones). An unknown GPU has no tables.
     """
     idx = _json("models", "sglang_moe_configs.json")
     dev = idx["device_names"].get(preset_key("gpus", gpu_name) or "")
@@ -175,5 +176,7 @@ def moe_config_tuned(gpu_name: str, num_experts: int, num_shared: int, n_per_ran
         key = f"E={e},N={n_per_rank},device_name={dev},dtype={kind}"
         for name in idx["configs"]:
             if name == key or name.startswith(key + ","):
+                if kind in ("fp8_w8a8", "int8_w8a8") and ("block_shape" in name) != bool(block_scales):
+                    continue  # SGLang looks up the file of the checkpoint's own scaling
                 return name
     return None

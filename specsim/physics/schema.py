@@ -211,6 +211,9 @@ class MoE(_Model):
     expert_intermediate: int = Field(ge=1, le=10_000_000)
     num_shared_experts: int = Field(0, ge=0, le=65536)
     shared_intermediate: int | None = Field(None, ge=1, le=10_000_000)
+    fp8_scales: Literal["block", "tensor"] = Field(
+        "block", description="how fp8 (or int8) expert weights are scaled: 128 x 128 blocks (DeepSeek-V3, Kimi-K2, "
+        "Qwen3-FP8 checkpoints) or per tensor / channel; picks the engine's tuned table and its tiles' per-CTA numbers")
 
     @model_validator(mode="after")
     def _k_le_e(self) -> MoE:

@@ -168,3 +168,24 @@ def test_deep_nesting_and_devices_are_refused(tmp_path):
         load_hf_config(f)
     with pytest.raises(SpecsimError, match="character device"):
         load_hf_config("/dev/zero")
+
+
+def test_an_fp8_checkpoint_s_scaling_comes_from_its_quantization_config(tmp_path):
+    """weight_block_size in an fp8 quantization_config: block-wise experts (DeepSeek-V3, Kimi-K2); fp8 without it:
+    per-tensor; other checkpoints keep the default."""
+    import json
+    from pathlib import Path
+
+    from specsim.io.hfconfig import load_hf_config
+
+    fx = Path(__file__).parent / "fixtures" / "hf"
+    for name in ("deepseek-v3", "kimi-k2-instruct"):
+        target, _ = load_hf_config(fx / name / "config.json")
+        assert target.moe.fp8_scales == "block", name
+    cfg = json.loads((fx / "deepseek-v3" / "config.json").read_text())
+    cfg["quantization_config"].pop("weight_block_size")
+    (tmp_path / "config.json").write_text(json.dumps(cfg))
+    target, _ = load_hf_config(tmp_path / "config.json")
+    assert target.moe.fp8_scales == "tensor" and target.dtypes.routed_experts == "fp8"
+    target, _ = load_hf_config(fx / "qwen3-30b-a3b" / "config.json")
+    assert target.moe.fp8_scales == "block" and target.dtypes.routed_experts == "bf16"  # the default, unused for bf16

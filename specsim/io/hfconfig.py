@@ -74,6 +74,15 @@ def _read(path: Path) -> tuple[dict, Path]:
     return cfg, path
 
 
+def _fp8_scales(cfg: dict) -> str | None:
+    """An fp8 checkpoint's weight scaling from its quantization_config: ``block`` where it gives a
+    ``weight_block_size`` (DeepSeek-V3 style), ``tensor`` otherwise; None for other checkpoints."""
+    q = cfg.get("quantization_config") or {}
+    if not isinstance(q, dict) or not (str(q.get("quant_method", "")).lower() == "fp8" or q.get("fmt") == "e4m3"):
+        return None
+    return "block" if isinstance(q.get("weight_block_size"), list) and q["weight_block_size"] else "tensor"
+
+
 def _dtypes(cfg: dict, is_moe: bool) -> WeightDtypes:
     q = cfg.get("quantization_config") or {}
     if not isinstance(q, dict):
@@ -213,6 +222,9 @@ def _load(path: Path) -> tuple[TargetModel, DraftModel]:
             moe = MoE(**c.routing(), expert_intermediate=inter)
             dense_layers = 0
     if moe is not None:
+        scales = _fp8_scales(raw)
+        if scales is not None:
+            moe = moe.model_copy(update={"fp8_scales": scales})
         if dense_layers > layers:
             raise SpecsimError(c._field("first_k_dense_replace" if mt in ("deepseek_v3", "kimi_k2") else "mlp_only_layers"),
                                dense_layers, f"allowed: at most num_hidden_layers={layers}")

@@ -35,9 +35,7 @@ from specsim.physics.params import scenario_params  # noqa: E402
 
 DATA = ROOT / "calibration" / "datasets"
 #: the measured shapes (fitted) and the held-out ones, each -> (model preset, TP)
-SHAPES = {k: v for k, v in moe_fit.SHAPE_DEPLOYMENTS.items() if k in (
-    "qwen3-30b-a3b tp1", "qwen3-30b-a3b tp2", "qwen3-30b-a3b tp4", "glm-4.7-flash tp1 (no tuned config)",
-    "deepseek-v3 tp8 fp8 block", "kimi-k2 tp8 fp8 block (no tuned config)")}
+SHAPES = {k: v for k, v in moe_fit.SHAPE_DEPLOYMENTS.items() if k in moe_fit.FITTED_SHAPES}
 HELDOUT_SHAPES = {k: v for k, v in moe_fit.SHAPE_DEPLOYMENTS.items() if k not in SHAPES}
 #: the held-out kernel datasets (``HELDOUT=1`` and ``HELDOUT=fp8`` runs of ``sglang_fused_moe.py``)
 HELDOUT_FILES = ("h200-sglang-fused-moe-heldout.json", "h200-sglang-fused-moe-heldout-fp8.json")

@@ -70,8 +70,9 @@ def set_moe_config(data: dict) -> None:
                              m["expert_intermediate"] // tp, t["dtypes"]["routed_experts"], block)
     eng["moe_config"] = "tuned" if found else "default"
     eng["moe_fp8_block_scales"] = block  # the model's checkpoint scaling (target.moe.fp8_scales)
-    eng.setdefault("sources", {})["moe_fp8_block_scales"] = f"target.moe.fp8_scales = {m.get('fp8_scales', 'block')}"
-    eng.setdefault("sources", {})["moe_config"] = (
+    sources = eng.setdefault("sources", {})
+    sources["moe_fp8_block_scales"] = f"target.moe.fp8_scales = {m.get('fp8_scales', 'block')}"
+    sources["moe_config"] = (
         (f"tuned table {found}.json" if found else
          f"no tuned table for E={m['num_experts']}, N={m['expert_intermediate'] // tp}, {data['gpu']['name']}, "
          f"{t['dtypes']['routed_experts']}: get_default_config")

@@ -28,6 +28,9 @@ SHAPE_DEPLOYMENTS = {
     "qwen3-235b-a22b tp4 fp8 block": ("qwen3-235b-a22b", 4, "fp8"),
     "qwen3-235b-a22b tp8 fp8 block (no tuned config)": ("qwen3-235b-a22b", 8, "fp8"),
 }
+#: the shapes of the fitted dataset (calibration/datasets/h200-sglang-fused-moe.json); the rest are held out
+FITTED_SHAPES = ("qwen3-30b-a3b tp1", "qwen3-30b-a3b tp2", "qwen3-30b-a3b tp4", "glm-4.7-flash tp1 (no tuned config)",
+                 "deepseek-v3 tp8 fp8 block", "kimi-k2 tp8 fp8 block (no tuned config)")
 OPS = {"gate_up": "experts_gate_up", "down": "experts_down"}
 #: where SGLang fuses the shared expert into the routed kernel as one more expert (the point's
 #: ``shared_expert_fused``), the model costs it as its own dense GEMM: its charge is the two operators together
@@ -44,6 +47,7 @@ GRID_PARAMS = {
 }
 #: the per-CTA numbers that come in two kinds: block-scaled fp8 / int8 tiles take the second (params.gpu_params)
 _BY_SCALES = {"moe_cta_bytes_per_s": "moe_cta_bytes_per_s_fp8", "moe_cta_tile_us": "moe_cta_tile_us_fp8"}
+_FP8_NAMES = {v: k for k, v in _BY_SCALES.items()}
 
 
 def point_params(points: list[dict], engine: str = "sglang", gpu: str = "h200", overrides: dict | None = None) -> list:
@@ -72,6 +76,12 @@ def per_call_us(p: dict, op) -> float:
     return float(row["us"]) / float(row["count"])
 
 
+def _wide_config(pt: dict, p: dict) -> bool:
+    """The point ran SGLang's bf16 default 64 x 64 x 32 tiles (the ones ``moe_wide_tile_mem_efficiency`` is for)."""
+    cfg = pt["config"]
+    return not p["moe_fp8_tiles"] and cfg.get("BLOCK_SIZE_K") == 32 and cfg.get("BLOCK_SIZE_M") == 64
+
+
 def measured_op(pt: dict, p: dict, op):
     """The model's operator for a measured point, with the grid and weight bytes the point ran: its config's
     tiles, the rows ``moe_align_block_size`` padded (``padded_rows``), the grid the benchmark launched
@@ -84,7 +94,7 @@ def measured_op(pt: dict, p: dict, op):
     e_kernel = p["num_experts"] + (1 if fused else 0)
     pairs = pt["M"] * (p["experts_per_token"] + (1 if fused else 0))
     launched = math.ceil((pairs + (e_kernel + 1) * (bm - 1)) / bm) * tiles_n
-    wide = not p["moe_fp8_tiles"] and cfg.get("BLOCK_SIZE_K") == 32 and bm == 64
+    wide = _wide_config(pt, p)
     live = pt["padded_rows"] / bm * tiles_n
     return dataclasses.replace(op, bytes=float(pt["weight_bytes"]), rows_padded=float(pt["padded_rows"]),
                                ctas=live, ctas_launched=float(launched), tile_units=live * bm * bn / (64.0 * 128.0),
@@ -94,11 +104,10 @@ def measured_op(pt: dict, p: dict, op):
 def with_values(p: dict, values: dict | None) -> dict:
     """A copy of ``p`` with :data:`GRID_PARAMS` values in place (the CTA rate as the deployment's scales take it)."""
     q = dict(p)
-    fp8_names = {v: k for k, v in _BY_SCALES.items()}
     for k, v in (values or {}).items():
-        if k in fp8_names:  # the block-scaled kind: the deployment's parameter where its tiles are block-scaled
+        if k in _FP8_NAMES:  # the block-scaled kind: the deployment's parameter where its tiles are block-scaled
             if q["moe_block_scaled"]:
-                q[fp8_names[k]] = v
+                q[_FP8_NAMES[k]] = v
         elif k in _BY_SCALES:
             if not q["moe_block_scaled"]:
                 q[k] = v
@@ -135,12 +144,8 @@ def stats(rs: list[dict]) -> dict:
 
 def identifiable(pairs: list) -> list[str]:
     """The :data:`GRID_PARAMS` these points can set: a tile kind's numbers only where some point has that kind."""
-    def wide(pt, p):
-        cfg = pt["config"]
-        return not p["moe_fp8_tiles"] and cfg.get("BLOCK_SIZE_K") == 32 and cfg.get("BLOCK_SIZE_M") == 64
-
     names = ["moe_mem_efficiency", "moe_cta_exit_us"]
-    if any(wide(pt, p) for pt, p in pairs):
+    if any(_wide_config(pt, p) for pt, p in pairs):
         names.append("moe_wide_tile_mem_efficiency")
     if any(not p["moe_block_scaled"] for _, p in pairs):
         names += ["moe_cta_bytes_per_s", "moe_cta_tile_us"]

@@ -74,11 +74,16 @@ def _read(path: Path) -> tuple[dict, Path]:
     return cfg, path
 
 
+def _is_fp8(q: dict) -> bool:
+    """A quantization_config of fp8 weights."""
+    return str(q.get("quant_method", "")).lower() == "fp8" or q.get("fmt") == "e4m3"
+
+
 def _fp8_scales(cfg: dict) -> str | None:
     """An fp8 checkpoint's weight scaling from its quantization_config: ``block`` where it gives a
     ``weight_block_size`` (DeepSeek-V3 style), ``tensor`` otherwise; None for other checkpoints."""
     q = cfg.get("quantization_config") or {}
-    if not isinstance(q, dict) or not (str(q.get("quant_method", "")).lower() == "fp8" or q.get("fmt") == "e4m3"):
+    if not isinstance(q, dict) or not _is_fp8(q):
         return None
     return "block" if isinstance(q.get("weight_block_size"), list) and q["weight_block_size"] else "tensor"
 
@@ -88,7 +93,7 @@ def _dtypes(cfg: dict, is_moe: bool) -> WeightDtypes:
     if not isinstance(q, dict):
         return WeightDtypes()
     method = str(q.get("quant_method", "")).lower()
-    if method == "fp8" or q.get("fmt") == "e4m3":
+    if _is_fp8(q):
         return WeightDtypes(attention="fp8", dense_mlp="fp8", shared_experts="fp8", routed_experts="fp8")
     if method in ("compressed-tensors", "awq", "gptq", "marlin"):
         bits = q.get("bits") or q.get("w_bit")

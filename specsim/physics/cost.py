@@ -156,7 +156,7 @@ class _Acc:
                    "bytes": op.bytes + op.act_bytes, "flops": op.flops,
                    "us": count * busy + launch, "parts_us": {k: count * v for k, v in parts.items()}}
             if op.family == "grouped_gemm" and _scalar(op.ctas, op.bw_eff):  # the kernel's grid (ctas inf: none)
-                share_bw, cta_bw = self.p["hbm_bytes_per_s"] * op.bw_eff, op.ctas * self.p["moe_cta_bytes_per_s"]
+                share_bw, cta_bw = _moe_stream_limits(self.p, op)
                 row["grid"] = {"ctas_live": op.ctas, "ctas_launched": op.ctas_launched, "rows_padded": op.rows_padded,
                                "stream_bytes_per_s": min(share_bw, cta_bw), "latency_bound": cta_bw < share_bw}
             self.rows.append(row)
@@ -209,14 +209,19 @@ def _op_parts(p: Params, op: Op) -> dict:
     raise ValueError(f"unknown kernel family {op.family!r}")
 
 
+def _moe_stream_limits(p: Params, op: Op):
+    """(the tiles' bandwidth share x HBM, live CTAs x one CTA's stream rate), bytes/s: the fused-MoE kernel's
+    weights stream at the lower of the two."""
+    return p["hbm_bytes_per_s"] * op.bw_eff, op.ctas * p["moe_cta_bytes_per_s"]
+
+
 def _grouped_gemm_parts(p: Params, op: Op) -> dict:
     """Routed experts (fused kernel): the distinct experts' weights stream at the kernel's bandwidth, or at
     ``live CTAs x moe_cta_bytes_per_s`` where the grid has too few CTAs to reach it; every launched CTA costs
     ``moe_cta_exit_us`` and every live one ``moe_cta_tile_us`` per 64 x 128 tile of SM time (over the SMs),
     booked as ``compute`` with the MMAs over the padded rows beyond the weight stream. Without a grid
     (``ctas`` inf, no launched CTAs or tiles) only the bandwidth share applies."""
-    bw = p["hbm_bytes_per_s"] * op.bw_eff
-    cta_bw = op.ctas * p["moe_cta_bytes_per_s"]
+    bw, cta_bw = _moe_stream_limits(p, op)
     stream = (min(bw, cta_bw) if _scalar(bw, cta_bw) else np.minimum(bw, cta_bw))
     mem = (op.bytes + op.act_bytes) / stream * 1e6
     grid_us = (op.ctas_launched * p["moe_cta_exit_us"] + op.tile_units * p["moe_cta_tile_us"]) / p["sm_count"]

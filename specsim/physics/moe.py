@@ -44,9 +44,8 @@ def fused_moe_tiles(tokens, num_experts, fp8, tuned):
     v0.5.6's H200 tables are (``calibration/kernels/sglang_moe_configs/``: the nearest key to the token
     count): 16-row tiles up to ~128 tokens (bf16) / ~512 (fp8), then 32, 64, 128; N tiles of 64 (bf16,
     up to 16 tokens) or 128. The tables' own N tiles vary (64, 128, 256), so a tuned deployment's live
-    CTAs can be off by up to 2x: the model's operators reach 7.9 % MAPE on the measured points where
-    the points' own tiles give 6.3 % (``calibration/kernels/compare.py``). int8 weights take the bf16
-    branch, as ``get_default_config`` does.
+    CTAs can be off by up to 2x (``calibration/kernels/compare.py`` sets the rule's operators beside the
+    points' own tiles). int8 weights take the bf16 branch, as ``get_default_config`` does.
     """
     m = tokens
     tuned, fp8 = tuned > 0, fp8 > 0  # 0/1 parameters as booleans (scalars stay Python bools)

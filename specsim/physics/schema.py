@@ -340,7 +340,7 @@ class Engine(_Model):
     moe_fp8_block_scales: bool = Field(
         True, description="with moe_tiles: fp8 / int8 experts carry block-wise scales (128 x 128; the K loop loads them, "
         "so a CTA streams at moe_cta_bytes_per_s_fp8), else per-tensor or per-channel ones (it streams as bf16 tiles do); "
-        "the scenario builder reads it from the tuned table's name, block-wise where SGLang has none")
+        "the scenario builder sets it from the model's target.moe.fp8_scales")
     moe_wide_tile_mem_efficiency: float = Field(
         0.566, gt=0, le=1, description="achieved/datasheet HBM BW of the bf16 default config's 64 x 64 x 32 tiles (SGLang "
         "get_default_config above tokens = experts), in place of moe_mem_efficiency")

@@ -36,7 +36,8 @@ import numpy as np
 SWITCHES = {"is_mla", "fused_projections", "mla_absorbed", "attention_unpacked", "moe_per_token_kernel",
             "graph_decode", "graph_verify", "graph_draft", "graph_draft_extend", "overlap_scheduler", "moe_triton_tiles",
             "moe_tuned_config", "moe_fp8_tiles", "moe_block_scaled", "moe_grid_clamp",
-            "overlap_scheduler_baseline", "topk", "capture_batch_sizes", "capture_token_sizes"}
+            "overlap_scheduler_baseline", "topk", "capture_batch_sizes", "capture_token_sizes", "small_kernel_floor_own",
+            "shared_fused"}
 #: whole-number parameters (counts, dimensions): random integers
 INTEGERS = {"tp", "allreduces_per_layer", "num_layers", "hidden", "intermediate", "vocab", "num_heads", "num_kv_heads",
             "head_dim", "q_lora_rank", "kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim",
@@ -44,7 +45,9 @@ INTEGERS = {"tp", "allreduces_per_layer", "num_layers", "hidden", "intermediate"
             "draft_layers", "draft_hidden", "draft_intermediate", "draft_heads", "draft_kv_heads", "draft_head_dim",
             "draft_vocab", "draft_fuse", "draft_kernels_per_layer", "multi_token_kernels_per_layer",
             "sample_kernels", "decode_sample_kernels", "draft_preprocess_kernels", "host_syncs_per_cycle",
-            "continuous_decode_steps", "sm_count"}
+            "continuous_decode_steps", "sm_count", "norm_kernels", "residual_add_kernels", "kv_store_kernels",
+            "kv_store_kernels_mla", "attention_aux_kernels", "attention_copy_kernels", "qk_norm_kernels", "router_topk_kernels",
+            "moe_align_kernels", "moe_combine_kernels", "moe_norm_kernels", "moe_int4_glue_kernels", "shared_glue_kernels", "act_quant_kernels"}
 
 
 def _cold(cmd: list[str], runs: int) -> float:

@@ -85,11 +85,15 @@ def test_compare_costs_each_operator_as_the_forward_does():
     op_row = next(r for r in out["rows"] if r["name"] == "experts_gate_up")
     assert row["modeled_us"] == pytest.approx(float(op_row["us"]) / float(op_row["count"]), rel=1e-9)
     assert len(cmp.small_rows("sglang")) == 28
-    # where SGLang fuses the shared expert into the kernel, the model's shared-expert GEMM is charged with it
+    # where SGLang fuses the shared expert into the kernel, so does the preset: the routed operator carries it as one
+    # more expert that every token picks (DeepSeek-V3: 256 routed + 1), and no shared-expert GEMM of its own is left
     fused = next(r for r in rows if r["shape"].startswith("deepseek-v3") and r["part"] == "down" and r["M"] == 8)
     p8 = scenario_params(build_scenario(model="deepseek-v3", gpu="h200", tp=8, engine="sglang", batch=8, ctx=512))
     ops = {o.name: o for o in target_ops(p8, 1.0)}
-    assert fused["modeled_us"] == pytest.approx(cmp._per_call_us(p8, ops["experts_down"]) + cmp._per_call_us(p8, ops["shared_down"]))
+    assert p8["shared_fused"] == 1.0 and ops["shared_down"].count == 0
+    assert fused["modeled_us"] == pytest.approx(cmp._per_call_us(p8, ops["experts_down"]))
+    unfused = scenario_params(build_scenario(model="kimi-k2", gpu="h200", tp=8, engine="sglang"))  # 384 experts
+    assert unfused["shared_fused"] == 0.0 and unfused["shared_glue_kernels"] == 2.0
     # on the measured grid: the same operator but for its grid, padded rows, bytes and tile share
     pt = next(q for q in _load("h200-sglang-fused-moe.json")["points"]
               if q["shape"].startswith("kimi-k2") and q["part"] == "down" and q["M"] == 8)
@@ -374,14 +378,15 @@ def test_specsim_measure_reproduces_the_fused_moe_dataset_on_the_h200():
 
 def test_the_verify_breakdown_shows_each_fused_moe_grid_and_what_bounds_it():
     """``verify --breakdown`` names the live and launched CTAs of each fused-MoE GEMM and whether its weights stream
-    at the tiles' share or are CTA-latency-bound (GLM-4.7-FP8 at TP8, one token: 3 N tiles x 8 experts)."""
+    at the tiles' share or are CTA-latency-bound (GLM-4.7-FP8 at TP8, one token: 3 N tiles x 9 experts, the shared one
+    fused into the kernel as SGLang runs it)."""
     from specsim.analysis.predict import operator_table
 
     t = operator_table(1, model="glm-4.7-fp8", gpu="h200", tp=8, engine="sglang")
     g = {r["name"]: r["grid"] for r in t.rows if "grid" in r}
-    assert g["experts_gate_up"]["ctas_live"] == 24 and g["experts_gate_up"]["latency_bound"]
+    assert g["experts_gate_up"]["ctas_live"] == 27 and g["experts_gate_up"]["latency_bound"]
     assert not g["experts_down"]["latency_bound"] and g["experts_down"]["ctas_launched"] > g["experts_down"]["ctas_live"]
-    assert "24 live CTAs" in repr(t) and "latency-bound" in repr(t)
+    assert "27 live CTAs" in repr(t) and "latency-bound" in repr(t)
     hf = operator_table(1, model="glm-4.7-fp8", gpu="h200", tp=8, engine="hf-transformers")
     assert not any("grid" in r for r in hf.rows)  # no Triton grid on torch kernels
 

@@ -50,7 +50,7 @@ def _free_overheads_scenario():
 
     d = specsim.build_scenario(model="llama-3.1-8b", gpu="h100", tp=1, ctx=0).model_dump()
     d["gpu"].update(kernel_floor_us=0.0, attention_fixed_us=0.0, vocab_topk_fixed_us=0.0, vocab_pass_bytes_per_s=1e14)
-    d["engine"].update(graph_fixed_us=0.0, graph_node_us=0.0, eager_launch_us=0.0, sample_kernels=0,
+    d["engine"].update(graph_fixed_us=0.0, graph_node_us=0.0, eager_launch_us=0.0, sample_kernels=0, small_kernel_floor_us=0.0,
                        decode_sample_kernels=0, draft_preprocess_kernels=0, host_sync_us=0.0, host_syncs_per_cycle=0,
                        host_per_cycle_ms=0.0, host_per_token_us=0.0, host_per_request_us=0.0,
                        host_per_request_decode_us=0.0, host_per_decode_step_ms=0.0, multi_token_kernels_per_layer=0,

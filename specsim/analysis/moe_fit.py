@@ -16,6 +16,8 @@ import dataclasses
 import math
 import statistics
 
+import numpy as np
+
 #: measured shape -> (model preset, TP[, weight dtype]) it is the routed-expert GEMM of
 SHAPE_DEPLOYMENTS = {
     "qwen3-30b-a3b tp1": ("qwen3-30b-a3b", 1), "qwen3-30b-a3b tp2": ("qwen3-30b-a3b", 2),
@@ -33,7 +35,8 @@ FITTED_SHAPES = ("qwen3-30b-a3b tp1", "qwen3-30b-a3b tp2", "qwen3-30b-a3b tp4", 
                  "deepseek-v3 tp8 fp8 block", "kimi-k2 tp8 fp8 block (no tuned config)")
 OPS = {"gate_up": "experts_gate_up", "down": "experts_down"}
 #: where SGLang fuses the shared expert into the routed kernel as one more expert (the point's
-#: ``shared_expert_fused``), the model costs it as its own dense GEMM: its charge is the two operators together
+#: ``shared_expert_fused``), the presets do too (``engine.model_kernels``: the routed operator carries it); an
+#: engine that costs it as its own dense GEMM is charged the two operators together
 SHARED_OPS = {"gate_up": "shared_gate_up", "down": "shared_down"}
 #: the parameters :func:`fit` moves: name -> (scenario part, start value, bounds)
 GRID_PARAMS = {
@@ -130,8 +133,9 @@ def rows(pairs: list, values: dict | None = None, as_measured: bool = True) -> l
             us = per_call_us(p, measured_op(pt, p, op))
         else:
             us = per_call_us(p, op)
-            if pt.get("shared_expert_fused"):
-                us += per_call_us(p, ops[SHARED_OPS[pt["part"]]])
+            shared = ops[SHARED_OPS[pt["part"]]]
+            if pt.get("shared_expert_fused") and np.any(np.asarray(shared.count) > 0):
+                us += per_call_us(p, shared)  # an engine preset that costs the fused shared expert as its own GEMM
         out.append({"shape": pt["shape"], "part": pt["part"], "M": pt["M"], "measured_us": pt["us"], "modeled_us": us,
                     "error_pct": 100.0 * (us / pt["us"] - 1.0)})
     return out

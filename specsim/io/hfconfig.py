@@ -236,9 +236,13 @@ def _load(path: Path) -> tuple[TargetModel, DraftModel]:
     name = raw.get("_name_or_path")
     name = str(name) if isinstance(name, str) and name.strip() else path.parent.name or path.stem
     src = {"architecture": f"Hugging Face config.json at {path}"}
+    archs = raw.get("architectures")
+    arch = archs[0] if isinstance(archs, list) and archs and isinstance(archs[0], str) else None
+    arch = arch[:200] if arch else None  # a name only: it picks the engine's per-architecture kernels
     target = TargetModel(
         name=name, num_layers=layers, num_dense_layers=dense_layers if moe else layers, hidden=h,
         intermediate=inter, vocab=vocab, attention=att, moe=moe, dtypes=_dtypes(raw, moe is not None), sources=src,
+        architecture=arch,
     )
     draft = DraftModel(
         name=f"EAGLE-3 head for {name}", hidden=h, intermediate=inter if mt != "qwen3_moe" else max(inter, 3 * h),

@@ -87,6 +87,9 @@ class _Acc:
         self._owned: set[str] = set()  # components whose array this accumulator made (safe to add into)
         self.kernels = 0.0
         self.rows: list[dict] | None = [] if keep_rows else None
+        own = p["small_kernel_floor_own"]  # the engine's small-kernel floor, or the GPU's kernel floor
+        self.small_floor = ((p["small_kernel_floor_us"] if own else p["kernel_floor_us"]) if np.ndim(own) == 0
+                            else np.where(own > 0, p["small_kernel_floor_us"], p["kernel_floor_us"]))
         if not self.all_graph:  # the same two products for every operator, computed once
             self._graph_node = self.graph * p["graph_node_us"]
             self._eager_share = 1 - self.graph
@@ -137,7 +140,8 @@ class _Acc:
                 self.rows.append({"name": op.name, "family": op.family, "phase": op.phase, "count": 0.0, "bytes": 0.0,
                                   "flops": 0.0, "us": count * sum(parts.values()), "parts_us": {k: count * v for k, v in parts.items()}})
             return
-        floor = self.p["kernel_floor_us"] if op.family != "collective" else 0.0
+        fam = op.family
+        floor = self.small_floor if fam == "elementwise" else 0.0 if fam == "collective" else self.p["kernel_floor_us"]
         for comp, us in parts.items():
             self._to(comp, count * us)
         self._to("kernel_fixed", count * floor)

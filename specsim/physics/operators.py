@@ -99,6 +99,11 @@ def _gemm(name, phase, count, p: Params, m, k_dim, n_cols, wbytes, flop_rate, bw
               bw_eff=p["mem_efficiency"] if bw_eff is None else bw_eff, flop_rate=flop_rate)
 
 
+def _one_byte(bytes_per_weight):
+    """1 where weights are one-byte (fp8 / int8, their scales included), else 0: their GEMMs quantise the input first."""
+    return _where((bytes_per_weight > 0.75) * (bytes_per_weight < 1.5), 1.0, 0.0)
+
+
 def _elem(name, phase, count, p: Params, act_bytes) -> Op:
     c = count * p["small_kernel_factor"]
     if (_absent(count) and np.ndim(p["small_kernel_factor"]) == 0) or (FLAT["n"] and zero_array(c)):
@@ -172,10 +177,11 @@ def _gqa_ops(p: Params, gqa, L, fused, n, h, b, w, multi, heads_r, kv_r, ctx_eff
         _gemm("o_proj", "attention", gqa * L, p, n, heads_r * d, h, ba, fa),
         _attention("attention_gqa", gqa * L, p, b, w, ctx_eff, 2 * kv_read_heads * d * p["bytes_kv"], heads_r / kv_r,
                    4 * kv_r * (heads_r / kv_r) * d, multi, work_items=b * kv_read_heads),
-        _elem("attn_norm", "attention", gqa * L, p, 4 * n * h * ACT_BYTES),
+        _elem("qk_norm", "attention", gqa * L * p["qk_norm_kernels"], p, n * (heads_r + kv_r) * d * ACT_BYTES),
         _elem("rope", "attention", gqa * L, p, 2 * n * (heads_r + kv_r) * d * ACT_BYTES),
-        _elem("kv_store", "attention", gqa * L, p, 2 * n * 2 * kv_r * d * p["bytes_kv"]),
-        _elem("attn_residual", "attention", gqa * L, p, 3 * n * h * ACT_BYTES),
+        # the engine's kernels write K and V (two index_put, or one, or none where the rotary kernel writes them)
+        _elem("kv_store", "attention", gqa * L * p["kv_store_kernels"], p,
+              2 * n * kv_r * d * p["bytes_kv"] / _maximum(p["kv_store_kernels"], 1.0) * 2),
     ]
 
 
@@ -254,8 +260,20 @@ def target_ops(p: Params, tokens_per_request, batch=None, ctx=None, graph=None, 
                    2 * (latent + kvl), multi),
         _attention("attention_mla_per_head", mla * L * (1 - absorbed), p, b, w, ctx_eff, per_head * p["bytes_kv"],
                    heads_r, 2 * (qk + vd), multi),
-        _elem("attn_norm", "attention", mla * L * 2, p, 4 * n * h * ACT_BYTES),
-        _elem("latent_norms_rope_store", "attention", mla * L * 6, p, 2 * n * (latent + ql) * ACT_BYTES),
+        # the q and kv latents' RMSNorms, rotary on q_pe / k_pe, the latent cache write
+        _elem("latent_norms", "attention", mla * L * (1 + has_ql), p, 2 * n * (kvl + ql) * ACT_BYTES / (1 + has_ql)),
+        _elem("rope_mla", "attention", mla * L, p, 2 * n * (heads_r + 1) * rope * ACT_BYTES),
+        _elem("kv_store_mla", "attention", mla * L * p["kv_store_kernels_mla"], p, 2 * n * latent * p["bytes_kv"]),
+    ]
+
+    # --- every layer: RMSNorms (input and post-attention), residual adds, the attention backend's side kernels and
+    # the copies of the architecture's attention code (engine.model_kernels)
+    heads_width = _where(mla > 0, heads_r * (qk + vd), (heads_r + 2 * kv_r) * p["head_dim"])
+    ops += [
+        _elem("layer_norms", "attention", L * p["norm_kernels"], p, 4 * n * h * ACT_BYTES),
+        _elem("residual_adds", "attention", L * p["residual_add_kernels"], p, 3 * n * h * ACT_BYTES),
+        _elem("attention_aux", "attention", L * p["attention_aux_kernels"], p, 4 * b * heads_r * 4.0),
+        _elem("attention_copies", "attention", L * p["attention_copy_kernels"], p, 2 * n * heads_width * ACT_BYTES),
     ]
 
     # --- dense MLP layers (gate_up fused, down)
@@ -266,7 +284,6 @@ def target_ops(p: Params, tokens_per_request, batch=None, ctx=None, graph=None, 
         _gemm("gate_proj|up_proj", "mlp", Ld * (1 - fused) * 2, p, n, h, inter, bd, fd),
         _gemm("down_proj", "mlp", Ld, p, n, inter, h, bd, fd),
         _elem("silu_mul", "mlp", Ld, p, 3 * n * inter * ACT_BYTES),
-        _elem("mlp_norm", "mlp", Ld, p, 4 * n * h * ACT_BYTES),
     ]
 
     # --- MoE layers: router, shared experts, routed experts (fused: distinct experts; gathered: n*k)
@@ -281,17 +298,32 @@ def target_ops(p: Params, tokens_per_request, batch=None, ctx=None, graph=None, 
     reads = reads * _where(per_token, p["per_token_traffic_factor"], 1.0)
     active = _where(per_token, n * k, expected_distinct_experts(E, k, routed))
     br, fr = p["bytes_routed"], p["flops_routed"]
-    experts_ops = _routed_expert_ops(p, Lm, n, k, E, h, ei, reads, active, br, fr)
+    # an engine that fuses the shared experts into the routed kernel runs them as n_shared more experts that every
+    # token picks (E + n_shared experts, top-(k + n_shared)): their weights stream there, no GEMMs of their own
+    sf = p["shared_fused"] * (sh > 0)
+    n_sh = p["num_shared_experts"] * sf
+    reads = reads + sf * sh / _maximum(ei, 1e-9)  # the shared experts' weights, in routed-expert widths
+    experts_ops = _routed_expert_ops(p, Lm, n, k + n_sh, E + n_sh, h, ei, reads, active + n_sh, br, fr)
     ops += [
         _gemm("router", "moe", Lm, p, n, h, E, 2.0, p["flops_bf16"]),
-        _gemm("shared_gate_up", "moe", Lm * (sh > 0), p, n, h, 2 * sh, bs_, fs),
-        _gemm("shared_down", "moe", Lm * (sh > 0), p, n, sh, h, bs_, fs),
+        _gemm("shared_gate_up", "moe", Lm * (sh > 0) * (1 - sf), p, n, h, 2 * sh, bs_, fs),
+        _gemm("shared_down", "moe", Lm * (sh > 0) * (1 - sf), p, n, sh, h, bs_, fs),
         *experts_ops,
-        _elem("moe_topk_sort_align", "moe", Lm * 4, p, n * E * 4.0),
+        _elem("router_topk", "moe", Lm * p["router_topk_kernels"], p, n * E * 4.0),
+        _elem("moe_align", "moe", Lm * p["moe_align_kernels"], p, n * k * 4.0 * 2),
         _elem("moe_silu_mul", "moe", Lm, p, 3 * n * k * ei * ACT_BYTES),
-        _elem("moe_combine", "moe", Lm, p, n * (k + 1) * h * ACT_BYTES),
-        _elem("moe_norm_misc", "moe", Lm * 3, p, 4 * n * h * ACT_BYTES),
+        _elem("moe_combine", "moe", Lm * p["moe_combine_kernels"], p, n * (k + 1) * h * ACT_BYTES),
+        _elem("moe_activations_misc", "moe", Lm * p["moe_norm_kernels"], p, 4 * n * h * ACT_BYTES),
+        _elem("moe_int4_glue", "moe", Lm * p["moe_int4_glue_kernels"], p, 2 * n * h * ACT_BYTES),
+        _elem("shared_expert_glue", "moe", Lm * (sh > 0) * p["shared_glue_kernels"], p, 3 * n * _maximum(sh, h) * ACT_BYTES),
     ]
+
+    # --- activation quantisation before each fp8 / int8 GEMM (the engine's per-token or per-group quant kernel)
+    q_att = _one_byte(ba) * _where(mla > 0, 4.0, 2.0 + 2.0 * (1 - fused))  # MLA: q_a, q_b, kv_a, o
+    # a per-tensor dynamic scale for the routed experts' input is found and applied in three kernels (zeros, absmax, quant)
+    q_routed = 2.0 * _one_byte(br) * _where(p["moe_block_scaled"] > 0, 1.0, 3.0)
+    q_mlp = 2.0 * _one_byte(bd) * Ld + q_routed * Lm + 2.0 * _one_byte(bs_) * Lm * (sh > 0) * (1 - sf)
+    ops.append(_elem("act_quant", "misc", (q_att * L + q_mlp) * p["act_quant_kernels"], p, 3 * n * h * ACT_BYTES))
 
     # --- the multi-token (verify / extend) path: extra kernels and extra GPU time per layer
     ops += [

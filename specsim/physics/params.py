@@ -49,6 +49,39 @@ def gpu_params(g, dtypes, draft_dtype: str, block_scales: bool = True) -> Params
     }
 
 
+def small_kernel_params(sc: Scenario) -> Params:
+    """The small kernels each layer launches: the engine's defaults, with what its code for the target's
+    architecture (``engine.model_kernels[target.architecture]``) launches beyond them."""
+    from .schema import ModelKernels
+
+    e, t = sc.engine, sc.target
+    mk = e.model_kernels.get(t.architecture or "") or ModelKernels()
+    shared = bool(t.moe and t.moe.num_shared_experts)
+    fused_shared = shared and (mk.shared_expert_fusion == "always"
+                               or (mk.shared_expert_fusion == "256_experts" and t.moe.num_experts == 256))
+    return {
+        # the engine's own small-kernel floor, else (0: none of its own) the GPU's kernel_floor_us, read at cost time
+        "small_kernel_floor_own": float(e.small_kernel_floor_us is not None),
+        "small_kernel_floor_us": e.small_kernel_floor_us or 0.0,
+        "norm_kernels": float(e.norm_kernels_per_layer),
+        "residual_add_kernels": float(e.residual_add_kernels),
+        "kv_store_kernels": float(e.kv_store_kernels if mk.kv_store is None else mk.kv_store),
+        "kv_store_kernels_mla": float(1 if mk.kv_store is None else mk.kv_store),  # one latent-cache write (Triton)
+        "attention_aux_kernels": float(e.attention_aux_kernels if mk.attention_aux is None else mk.attention_aux),
+        "attention_copy_kernels": float(mk.attention_copies),
+        "qk_norm_kernels": float(mk.qk_norm),
+        "router_topk_kernels": float(mk.router_topk),
+        "moe_align_kernels": float(e.moe_align_kernels),
+        "moe_combine_kernels": float(e.moe_combine_kernels),
+        "moe_norm_kernels": float(e.moe_norm_kernels),
+        "moe_int4_glue_kernels": float(e.moe_int4_glue_kernels * (t.dtypes.routed_experts == "int4")),
+        # an unfused shared expert: its activation and the add of its output (its GEMMs are operators of their own)
+        "shared_glue_kernels": 2.0 * float(shared and not fused_shared),
+        "shared_fused": float(fused_shared),
+        "act_quant_kernels": float(e.act_quant_kernels),
+    }
+
+
 def scenario_params(sc: Scenario) -> Params:
     """All numbers the cost, cycle and acceptance models read, with units in the names."""
     g, par, t, d, e, s, w = sc.gpu, sc.parallel, sc.target, sc.draft, sc.engine, sc.speculation, sc.workload
@@ -140,6 +173,7 @@ def scenario_params(sc: Scenario) -> Params:
         "moe_wide_tile_mem_efficiency": e.moe_wide_tile_mem_efficiency,
         "per_token_traffic_factor": e.per_token_traffic_factor,
         "small_kernel_factor": e.small_kernel_factor,
+        **small_kernel_params(sc),
         "fused_projections": float(e.fused_projections),
         "mla_absorbed": float(e.mla_absorbed),
         "attention_mem_efficiency": e.attention_mem_efficiency,

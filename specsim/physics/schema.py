@@ -245,6 +245,9 @@ class TargetModel(_Model):
     moe: MoE | None = None
     dtypes: WeightDtypes = Field(default_factory=WeightDtypes)
     kernels_per_layer: int = Field(0, ge=0, le=1_000_000, description="kernel launches per layer; 0 = estimate from the architecture")
+    architecture: str | None = Field(
+        None, max_length=200, description="Hugging Face architecture (config.json architectures[0]): picks the "
+        "engine's per-architecture kernels (engine.model_kernels)")
     sources: dict[str, str] = Field(default_factory=dict)
 
     @model_validator(mode="after")
@@ -276,6 +279,24 @@ class DraftModel(_Model):
     )
     training_data: str = Field("", description="what the head was trained on (datasets, regenerated or not)")
     sources: dict[str, str] = Field(default_factory=dict)
+
+
+class ModelKernels(_Model):
+    """What an engine's code for one model architecture launches per layer beyond the engine's defaults."""
+
+    qk_norm: int = Field(0, ge=0, le=100, description="RMSNorm kernels over the q and k heads (Qwen3: q_norm, k_norm)")
+    kv_store: int | None = Field(
+        None, ge=0, le=100, description="kernels writing a layer's new K/V into the cache, in place of the engine's "
+        "(0: fused into the rotary kernel)")
+    attention_aux: int | None = Field(
+        None, ge=0, le=100, description="kernels of the decode attention backend beside its main kernel, in place of "
+        "the engine's (the backend the engine picks for this architecture)")
+    attention_copies: int = Field(0, ge=0, le=100, description="copy / cat / expand kernels of the attention block")
+    router_topk: int = Field(1, ge=0, le=100, description="kernels of the router's top-k selection")
+    shared_expert_fusion: Literal["never", "always", "256_experts"] = Field(
+        "never", description="whether the shared expert runs inside the routed-expert kernel (then no activation and "
+        "no add of its own): never, always, or only with 256 routed experts")
+    source: str = ""
 
 
 class Engine(_Model):
@@ -326,6 +347,30 @@ class Engine(_Model):
         1.0, ge=1.0, le=100.0, description="weight traffic per token-expert of a gathered kernel (3 = copy read+write, then GEMM read)"
     )
     small_kernel_factor: float = Field(1.0, gt=0, le=100.0, description="elementwise kernels per fused small kernel (unfused eager ~3)")
+    small_kernel_floor_us: float | None = Field(
+        None, ge=0, le=1e4, description="GPU time of one of the engine's small memory-bound kernels (norm, rotary, "
+        "activation, routing, copy) beyond its launch and its bytes, us; None: the GPU's kernel_floor_us")
+    norm_kernels_per_layer: int = Field(
+        2, ge=0, le=100, description="RMSNorm kernels per decoder layer (input and post-attention; a fused residual "
+        "add + norm counts one)")
+    residual_add_kernels: int = Field(0, ge=0, le=100, description="residual-add kernels per layer not fused into a norm")
+    kv_store_kernels: int = Field(1, ge=0, le=100, description="kernels writing one layer's new K and V into the cache")
+    attention_aux_kernels: int = Field(
+        0, ge=0, le=100, description="kernels the decode attention backend launches per layer beside its main kernel "
+        "(FA3 split-KV under CUDA graphs: prepare + combine; FlashInfer partition-KV: merge)")
+    moe_align_kernels: int = Field(2, ge=0, le=100, description="kernels sorting the routed (token, expert) pairs "
+                                   "into expert blocks per MoE layer")
+    moe_combine_kernels: int = Field(1, ge=0, le=100, description="kernels summing the top-k expert outputs per MoE layer")
+    moe_norm_kernels: int = Field(
+        0, ge=0, le=100, description="further kernels over the n x hidden activations per MoE layer (unfused torch "
+        "routing and weighting of the expert outputs)")
+    moe_int4_glue_kernels: int = Field(
+        0, ge=0, le=100, description="extra small kernels per MoE layer of the W4A16 (int4) expert path")
+    act_quant_kernels: int = Field(
+        0, ge=0, le=100, description="activation-quantisation kernels per fp8 / int8 GEMM")
+    model_kernels: dict[str, ModelKernels] = Field(
+        default_factory=dict, description="per Hugging Face architecture (target.architecture): what the engine's "
+        "code for it launches beyond the defaults")
     fused_projections: bool = Field(True, description="qkv and gate_up run as one GEMM each")
     mla_absorbed: bool = Field(True, description="MLA attention over the latent cache (SGLang); False: per-head K/V")
     moe_mem_efficiency: float = Field(0.6, gt=0, le=1, description="achieved/datasheet HBM BW of routed-expert GEMMs at small widths")

@@ -1,0 +1,114 @@
+"""The small kernels of a forward as the engine's code launches them (engine.model_kernels), and what each costs."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+import specsim
+from specsim.analysis.predict import operator_table
+from specsim.physics.params import scenario_params
+
+#: kernels of one decode forward inside SGLang's CUDA graph, counted from the v0.5.5/v0.5.6 (and fork) model code
+#: (models/notes/sglang_decode_kernels.md): per layer x layers + the head's kernels
+SGLANG_DECODE_KERNELS = {
+    ("llama-3.1-8b", 1, None): 32 * 13 + 4,
+    ("qwen3-30b-a3b", 1, None): 48 * 18 + 4,
+    ("qwen3-30b-a3b", 2, None): 48 * 20 + 8,
+    ("glm-4.7-fp8", 8, None): 3 * 21 + 89 * 42 + 8,  # per-tensor fp8 experts: 3 input-quant kernels per GEMM
+    ("kimi-k2.5", 8, "int4"): 19 + 60 * 30 + 9,
+}
+
+
+@pytest.mark.parametrize("key", list(SGLANG_DECODE_KERNELS))
+def test_decode_kernel_count_is_the_code_reading(key):
+    model, tp, dtype = key
+    t = operator_table(1, model=model, gpu="h200", tp=tp, engine="sglang", dtype=dtype)
+    # Kimi: the model costs q_a and kv_a as two GEMMs where SGLang's dsv3_fused_a_gemm runs one (61 of 1,828)
+    assert t.kernels == pytest.approx(SGLANG_DECODE_KERNELS[key], rel=0.035), (key, t.kernels)
+
+
+def test_architecture_specific_kernels():
+    """Qwen3-MoE's rotary writes K/V (no store kernels) and adds q/k norms; Llama stores K and V apart;
+    GLM's compiled grouped top-k is ~13 kernels; a fused shared expert leaves no GEMM of its own."""
+    rows = {m: {r["name"]: r for r in operator_table(1, model=m, gpu="h200", tp=tp, engine="sglang").rows}
+            for m, tp in (("qwen3-30b-a3b", 1), ("llama-3.1-8b", 1), ("glm-4.7-flash", 1))}
+    q, ll, g = rows["qwen3-30b-a3b"], rows["llama-3.1-8b"], rows["glm-4.7-flash"]
+    assert "kv_store" not in q and q["qk_norm"]["count"] == 2 * 48
+    assert ll["kv_store"]["count"] == 2 * 32 and "qk_norm" not in ll
+    assert q["attention_aux"]["count"] == 2 * 48 and g["attention_aux"]["count"] == 1 * 47  # FA3 vs FlashInfer
+    assert g["router_topk"]["count"] == 13 * 46 and g["attention_copies"]["count"] == 7 * 47
+    assert "shared_gate_up" not in g and "shared_expert_glue" not in g
+    kimi = {r["name"]: r for r in operator_table(1, model="kimi-k2.5", gpu="h200", tp=8, dtype="int4").rows}
+    assert kimi["shared_gate_up"]["count"] == 60 and kimi["shared_expert_glue"]["count"] == 2 * 60
+    assert kimi["moe_int4_glue"]["count"] == 2 * 60
+
+
+def test_a_small_kernel_costs_its_node_its_floor_and_its_bytes():
+    sc = specsim.build_scenario(model="llama-3.1-8b", gpu="h200", tp=1, engine="sglang", ctx=512)
+    e = sc.engine
+    rows = {r["name"]: r for r in operator_table(1, sc).rows}
+    norm = rows["layer_norms"]
+    per_kernel = norm["us"] / norm["count"] if "us" in norm else norm["ms"] * 1e3 / norm["count"]
+    assert e.small_kernel_floor_us == 1.65
+    assert per_kernel == pytest.approx(e.graph_node_us + e.small_kernel_floor_us, abs=0.05)
+    # an engine without its own floor takes the GPU's, and a calibration that moves that floor moves it too
+    p = scenario_params(specsim.build_scenario(model="llama-3.1-8b", gpu="h200", tp=1, engine="torch-graph"))
+    assert p["small_kernel_floor_own"] == 0.0
+    from specsim.physics.cost import target_forward_ms
+
+    a = target_forward_ms(p, 1)["total"]
+    b = target_forward_ms({**p, "kernel_floor_us": p["kernel_floor_us"] + 1.0}, 1)["total"]
+    n = target_forward_ms(p, 1)["kernels"]
+    assert float(b - a) == pytest.approx(float(n) * 1.0 / 1e3, rel=0.02)  # every kernel, small ones included
+
+
+def test_unknown_architecture_takes_the_engine_defaults(tmp_path):
+    sc = specsim.build_scenario(model="qwen3-8b", gpu="h200", tp=1, engine="sglang")
+    assert sc.target.architecture == "Qwen3ForCausalLM"
+    d = sc.model_dump()
+    d["target"]["architecture"] = "SomethingNewForCausalLM"
+    from specsim.io.presets import scenario_from_dict
+
+    p = scenario_params(scenario_from_dict(d, "scenario"))
+    assert p["qk_norm_kernels"] == 0 and p["kv_store_kernels"] == sc.engine.kv_store_kernels
+    assert p["router_topk_kernels"] == 1 and p["attention_aux_kernels"] == sc.engine.attention_aux_kernels
+
+
+def test_hf_config_names_its_architecture(tmp_path):
+    from pathlib import Path
+
+    from specsim.io.hfconfig import load_hf_config
+
+    fixtures = Path(__file__).resolve().parent / "fixtures" / "hf"
+    target, _ = load_hf_config(fixtures / "qwen3-8b")
+    assert target.architecture == "Qwen3ForCausalLM"
+    raw = json.loads((fixtures / "qwen3-8b" / "config.json").read_text())
+    for bad in (7, [], [None], "Qwen3ForCausalLM"):
+        raw["architectures"] = bad
+        (tmp_path / "config.json").write_text(json.dumps(raw))
+        assert load_hf_config(tmp_path / "config.json")[0].architecture is None
+
+
+def test_bad_engine_kernel_counts_are_one_line_errors(tmp_path, capsys):
+    from specsim.cli import main
+
+    def run(f):
+        try:
+            main(["predict", "--scenario", str(f)])
+            code = 0
+        except SystemExit as exc:
+            code = exc.code
+        return code, capsys.readouterr().err
+
+    d = specsim.build_scenario(model="qwen3-8b", gpu="h200", tp=1, engine="sglang").model_dump()
+    d["engine"]["model_kernels"]["Qwen3ForCausalLM"]["qk_norm"] = -1
+    f = tmp_path / "s.json"
+    f.write_text(json.dumps(d))
+    code, err = run(f)
+    assert code == 2 and "qk_norm" in err and "Traceback" not in err and len(err.strip().splitlines()) == 1
+    d["engine"]["model_kernels"]["Qwen3ForCausalLM"] = {"qk_norm": 2, "bogus": 1}
+    f.write_text(json.dumps(d))
+    code, err = run(f)
+    assert code == 2 and "bogus" in err

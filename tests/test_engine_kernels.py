@@ -16,7 +16,7 @@ SGLANG_DECODE_KERNELS = {
     ("llama-3.1-8b", 1, None): 32 * 13 + 4,
     ("qwen3-30b-a3b", 1, None): 48 * 18 + 4,
     ("qwen3-30b-a3b", 2, None): 48 * 20 + 8,
-    ("glm-4.7-fp8", 8, None): 3 * 21 + 89 * 42 + 8,  # per-tensor fp8 experts: 3 input-quant kernels per GEMM
+    ("glm-4.7-fp8", 8, None): 3 * 21 + 89 * 40 + 8,  # per-tensor fp8 experts (3 input-quant kernels per GEMM), 11-kernel top-k
     ("kimi-k2.5", 8, "int4"): 19 + 60 * 30 + 9,
 }
 
@@ -38,7 +38,7 @@ def test_architecture_specific_kernels():
     assert "kv_store" not in q and q["qk_norm"]["count"] == 2 * 48
     assert ll["kv_store"]["count"] == 2 * 32 and "qk_norm" not in ll
     assert q["attention_aux"]["count"] == 2 * 48 and g["attention_aux"]["count"] == 1 * 47  # FA3 vs FlashInfer
-    assert g["router_topk"]["count"] == 13 * 46 and g["attention_copies"]["count"] == 7 * 47
+    assert g["router_topk"]["count"] == 11 * 46 and g["attention_copies"]["count"] == 7 * 47
     assert "shared_gate_up" not in g and "shared_expert_glue" not in g
     kimi = {r["name"]: r for r in operator_table(1, model="kimi-k2.5", gpu="h200", tp=8, dtype="int4").rows}
     assert kimi["shared_gate_up"]["count"] == 60 and kimi["shared_expert_glue"]["count"] == 2 * 60
@@ -112,3 +112,28 @@ def test_bad_engine_kernel_counts_are_one_line_errors(tmp_path, capsys):
     f.write_text(json.dumps(d))
     code, err = run(f)
     assert code == 2 and "bogus" in err
+
+
+def test_glm_router_topk_count_is_the_measured_one():
+    """The presets' GLM router top-k is what its compiled body launched on the H200, at every token count."""
+    from pathlib import Path
+
+    from specsim.io.presets import get_engine
+
+    d = json.loads((Path(__file__).resolve().parents[1] / "calibration" / "datasets" / "h200-sglang-router-topk.json").read_text())
+    topk = [p for p in d["points"] if p["op"] == "biased_grouped_topk"]
+    assert {p["kernels"] for p in topk} == {get_engine("sglang").model_kernels["Glm4MoeForCausalLM"].router_topk}
+    assert d["provenance"]["measured"] and d["provenance"]["gpu"] == "NVIDIA H200"
+    sums = [p for p in d["points"] if p["op"] == "moe_sum_reduce_torch_compile"]
+    assert sums and {p["kernels"] for p in sums} == {get_engine("sglang").moe_combine_kernels}
+
+
+def test_a_measured_router_costs_its_measured_time_per_call():
+    """GLM's router top-k: 11 kernels at the engine floor plus the measured excess = the measured us per call."""
+    sc = specsim.build_scenario(model="glm-4.7-flash", gpu="h200", tp=1, engine="sglang")
+    mk = sc.engine.model_kernels["Glm4MoeLiteForCausalLM"]
+    rows = {r["name"]: r for r in operator_table(1, sc).rows}
+    layers = sc.target.num_layers - sc.target.num_dense_layers
+    per_call = (rows["router_topk"]["ms"] + rows["router_topk_measured_excess"]["ms"]) * 1e3 / layers
+    assert per_call == pytest.approx(mk.router_topk_us, rel=0.01)
+    assert "router_topk_measured_excess" not in {r["name"] for r in operator_table(1, model="qwen3-30b-a3b", gpu="h200").rows}

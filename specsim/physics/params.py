@@ -71,6 +71,7 @@ def small_kernel_params(sc: Scenario) -> Params:
         "attention_copy_kernels": float(mk.attention_copies),
         "qk_norm_kernels": float(mk.qk_norm),
         "router_topk_kernels": float(mk.router_topk),
+        "router_topk_us": float(mk.router_topk_us or 0.0),  # 0: none measured
         "moe_align_kernels": float(e.moe_align_kernels),
         "moe_combine_kernels": float(e.moe_combine_kernels),
         "moe_norm_kernels": float(e.moe_norm_kernels),

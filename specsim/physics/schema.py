@@ -293,6 +293,9 @@ class ModelKernels(_Model):
         "the engine's (the backend the engine picks for this architecture)")
     attention_copies: int = Field(0, ge=0, le=100, description="copy / cat / expand kernels of the attention block")
     router_topk: int = Field(1, ge=0, le=100, description="kernels of the router's top-k selection")
+    router_topk_us: float | None = Field(
+        None, ge=0, le=1e4, description="measured GPU time of one call of the router's top-k in a CUDA graph (its "
+        "kernels and their node gaps), us; None: its kernels at the engine's small-kernel floor")
     shared_expert_fusion: Literal["never", "always", "256_experts"] = Field(
         "never", description="whether the shared expert runs inside the routed-expert kernel (then no activation and "
         "no add of its own): never, always, or only with 256 routed experts")

@@ -31,7 +31,7 @@ def test_decode_kernel_count_is_the_code_reading(key):
 
 def test_architecture_specific_kernels():
     """Qwen3-MoE's rotary writes K/V (no store kernels) and adds q/k norms; Llama stores K and V apart;
-    GLM's compiled grouped top-k is ~13 kernels; a fused shared expert leaves no GEMM of its own."""
+    GLM's compiled grouped top-k is 11 kernels (measured); a fused shared expert leaves no GEMM of its own."""
     rows = {m: {r["name"]: r for r in operator_table(1, model=m, gpu="h200", tp=tp, engine="sglang").rows}
             for m, tp in (("qwen3-30b-a3b", 1), ("llama-3.1-8b", 1), ("glm-4.7-flash", 1))}
     q, ll, g = rows["qwen3-30b-a3b"], rows["llama-3.1-8b"], rows["glm-4.7-flash"]
@@ -137,3 +137,29 @@ def test_a_measured_router_costs_its_measured_time_per_call():
     per_call = (rows["router_topk"]["ms"] + rows["router_topk_measured_excess"]["ms"]) * 1e3 / layers
     assert per_call == pytest.approx(mk.router_topk_us, rel=0.01)
     assert "router_topk_measured_excess" not in {r["name"] for r in operator_table(1, model="qwen3-30b-a3b", gpu="h200").rows}
+
+
+@pytest.mark.parametrize("model,tp,engine,kernels", [
+    ("llama-3.1-8b", 1, "hf-transformers", 839), ("qwen3-30b-a3b", 1, "hf-transformers", 2263),
+    ("deepseek-v3", 1, "hf-transformers", 3781), ("kimi-k2.5", 8, "hf-transformers", 3951),
+    ("glm-4.7-fp8", 8, "hf-transformers", 4632), ("llama-3.1-8b", 1, "torch-graph", 801),
+    ("qwen3-30b-a3b", 1, "torch-graph", 2355), ("deepseek-v3", 8, "torch-graph", 4207)])
+def test_torch_engines_keep_the_kernel_counts_they_were_fitted_with(model, tp, engine, kernels):
+    """The eager/torch engines are not itemised: their forwards launch what they did before the itemisation."""
+    assert operator_table(1, model=model, gpu="h200", tp=tp, engine=engine).kernels == kernels
+
+
+def test_model_kernels_is_bounded(tmp_path, capsys):
+    """A scenario may name at most 64 architectures, each name at most 200 characters: one line, exit 2."""
+    from specsim.cli import main
+
+    d = specsim.build_scenario(model="qwen3-8b", gpu="h200", tp=1, engine="sglang").model_dump()
+    for bad in ({f"A{i}": {} for i in range(65)}, {"A" * 201: {}}):
+        d["engine"]["model_kernels"] = bad
+        f = tmp_path / "s.json"
+        f.write_text(json.dumps(d))
+        with pytest.raises(SystemExit) as exc:
+            main(["predict", "--scenario", str(f)])
+        err = capsys.readouterr().err
+        assert exc.value.code == 2 and "model_kernels" in err and len(err.strip().splitlines()) == 1
+

@@ -41,7 +41,10 @@ class FitParameter(NamedTuple):
 
 _SPREAD = "spread: how well the preset's public prior is known (assumed); bounds: physically possible values"
 PARAMETERS: dict[str, FitParameter] = {
-    "kernel_floor_us": FitParameter("us", "minimum GPU time of one kernel", 0.5, 0.5, 20.0, ("gpu", "kernel_floor_us"), _SPREAD),
+    "kernel_floor_us": FitParameter("us", "minimum GPU time of one GEMM / attention kernel (and of the small kernels of "
+                                    "an engine without a floor of its own)", 0.5, 0.5, 20.0, ("gpu", "kernel_floor_us"), _SPREAD),
+    "small_kernel_floor_us": FitParameter("us", "GPU time of one of the engine's small kernels beyond its launch", 0.5, 0.05,
+                                          20.0, ("engine", "small_kernel_floor_us"), _SPREAD),
     "mem_efficiency": FitParameter("fraction", "achieved/datasheet HBM BW of weight GEMMs", 0.25, 0.2, 1.0,
                                    ("gpu", "mem_efficiency"), _SPREAD),
     "moe_mem_efficiency": FitParameter("fraction", "achieved/datasheet HBM BW of routed-expert GEMMs", 0.5, 0.05, 1.0,
@@ -133,6 +136,8 @@ def free_parameters(sc: Scenario, n_verify: int, has_baseline: bool, has_cycles:
     """Parameters this data can speak to, in order of physical relevance for the scenario."""
     e = sc.engine
     names = ["kernel_floor_us"]
+    if e.small_kernel_floor_us is not None:  # the engine's small kernels have a floor of their own
+        names.append("small_kernel_floor_us")
     if sc.parallel.tp > 1:
         names.append("allreduce_alpha_graph_us" if e.graph_verify else "allreduce_alpha_eager_us")
     if sc.target.moe is not None:

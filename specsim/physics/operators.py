@@ -106,6 +106,8 @@ def _small_floor(p: Params):
 
 def _one_byte(bytes_per_weight):
     """1 where weights are one-byte (fp8 / int8, their scales included), else 0: their GEMMs quantise the input first."""
+    if np.ndim(bytes_per_weight) == 0:
+        return 1.0 if 0.75 < float(bytes_per_weight) < 1.5 else 0.0
     return _where((bytes_per_weight > 0.75) * (bytes_per_weight < 1.5), 1.0, 0.0)
 
 
@@ -269,6 +271,7 @@ def target_ops(p: Params, tokens_per_request, batch=None, ctx=None, graph=None, 
         _elem("latent_norms", "attention", mla * L * (1 + has_ql), p, 2 * n * (kvl + ql) * ACT_BYTES / (1 + has_ql)),
         _elem("rope_mla", "attention", mla * L, p, 2 * n * (heads_r + 1) * rope * ACT_BYTES),
         _elem("kv_store_mla", "attention", mla * L * p["kv_store_kernels_mla"], p, 2 * n * latent * p["bytes_kv"]),
+        _elem("mla_misc", "attention", mla * L * p["mla_misc_kernels"], p, 2 * n * latent * ACT_BYTES),
     ]
 
     # --- every layer: RMSNorms (input and post-attention), residual adds, the attention backend's side kernels and
@@ -327,7 +330,8 @@ def target_ops(p: Params, tokens_per_request, batch=None, ctx=None, graph=None, 
     ]
 
     # --- activation quantisation before each fp8 / int8 GEMM (the engine's per-token or per-group quant kernel)
-    q_att = _one_byte(ba) * _where(mla > 0, 4.0, 2.0 + 2.0 * (1 - fused))  # MLA: q_a, q_b, kv_a, o
+    # MLA: the fused q_a + kv_a GEMM (or q_proj and kv_a without a q LoRA), q_b, o; GQA: qkv, o (or q, k, v, o)
+    q_att = _one_byte(ba) * _where(mla > 0, 3.0, 2.0 + 2.0 * (1 - fused))
     # a per-tensor dynamic scale for the routed experts' input is found and applied in three kernels (zeros, absmax, quant)
     q_routed = 2.0 * _one_byte(br) * _where(p["moe_block_scaled"] > 0, 1.0, 3.0)
     q_mlp = 2.0 * _one_byte(bd) * Ld + q_routed * Lm + 2.0 * _one_byte(bs_) * Lm * (sh > 0) * (1 - sf)

@@ -57,8 +57,11 @@ def small_kernel_params(sc: Scenario) -> Params:
     e, t = sc.engine, sc.target
     mk = e.model_kernels.get(t.architecture or "") or ModelKernels()
     shared = bool(t.moe and t.moe.num_shared_experts)
-    fused_shared = shared and (mk.shared_expert_fusion == "always"
-                               or (mk.shared_expert_fusion == "256_experts" and t.moe.num_experts == 256))
+    # the engine runs one shared expert of the routed experts' width as one more routed expert (E + 1, top-k + 1)
+    fusable = shared and t.moe.num_shared_experts == 1 and (t.moe.shared_intermediate or t.moe.expert_intermediate) \
+        == t.moe.expert_intermediate
+    fused_shared = fusable and (mk.shared_expert_fusion == "always"
+                                or (mk.shared_expert_fusion == "256_experts" and t.moe.num_experts == 256))
     return {
         # the engine's own small-kernel floor, else (0: none of its own) the GPU's kernel_floor_us, read at cost time
         "small_kernel_floor_own": float(e.small_kernel_floor_us is not None),
@@ -70,14 +73,15 @@ def small_kernel_params(sc: Scenario) -> Params:
         "attention_aux_kernels": float(e.attention_aux_kernels if mk.attention_aux is None else mk.attention_aux),
         "attention_copy_kernels": float(mk.attention_copies),
         "qk_norm_kernels": float(mk.qk_norm),
-        "router_topk_kernels": float(mk.router_topk),
+        "router_topk_kernels": float(e.router_topk_kernels if mk.router_topk is None else mk.router_topk),
         "router_topk_us": float(mk.router_topk_us or 0.0),  # 0: none measured
         "moe_align_kernels": float(e.moe_align_kernels),
         "moe_combine_kernels": float(e.moe_combine_kernels),
         "moe_norm_kernels": float(e.moe_norm_kernels),
         "moe_int4_glue_kernels": float(e.moe_int4_glue_kernels * (t.dtypes.routed_experts == "int4")),
         # an unfused shared expert: its activation and the add of its output (its GEMMs are operators of their own)
-        "shared_glue_kernels": 2.0 * float(shared and not fused_shared),
+        "shared_glue_kernels": float(e.shared_glue_kernels) * float(shared and not fused_shared),
+        "mla_misc_kernels": float(e.mla_misc_kernels),
         "shared_fused": float(fused_shared),
         "act_quant_kernels": float(e.act_quant_kernels),
     }

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import math
 import typing
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationInfo, field_validator, model_validator
 
 DTYPE_BYTES: dict[str, float] = {
     # bytes per weight element, including the scale overhead of group-quantised formats
@@ -292,7 +292,8 @@ class ModelKernels(_Model):
         None, ge=0, le=100, description="kernels of the decode attention backend beside its main kernel, in place of "
         "the engine's (the backend the engine picks for this architecture)")
     attention_copies: int = Field(0, ge=0, le=100, description="copy / cat / expand kernels of the attention block")
-    router_topk: int = Field(1, ge=0, le=100, description="kernels of the router's top-k selection")
+    router_topk: int | None = Field(
+        None, ge=0, le=100, description="kernels of the router's top-k selection, in place of the engine's")
     router_topk_us: float | None = Field(
         None, ge=0, le=1e4, description="measured GPU time of one call of the router's top-k in a CUDA graph (its "
         "kernels and their node gaps), us; None: its kernels at the engine's small-kernel floor")
@@ -363,6 +364,12 @@ class Engine(_Model):
         "(FA3 split-KV under CUDA graphs: prepare + combine; FlashInfer partition-KV: merge)")
     moe_align_kernels: int = Field(2, ge=0, le=100, description="kernels sorting the routed (token, expert) pairs "
                                    "into expert blocks per MoE layer")
+    router_topk_kernels: int = Field(1, ge=0, le=100, description="kernels of the router's top-k per MoE layer "
+                                     "(a fused softmax / sigmoid top-k kernel)")
+    shared_glue_kernels: int = Field(
+        2, ge=0, le=100, description="small kernels of a shared expert the engine does not fuse into the routed "
+        "kernel (its activation and the add of its output)")
+    mla_misc_kernels: int = Field(0, ge=0, le=100, description="further small kernels per MLA attention layer")
     moe_combine_kernels: int = Field(1, ge=0, le=100, description="kernels summing the top-k expert outputs per MoE layer")
     moe_norm_kernels: int = Field(
         0, ge=0, le=100, description="further kernels over the n x hidden activations per MoE layer (unfused torch "
@@ -371,8 +378,8 @@ class Engine(_Model):
         0, ge=0, le=100, description="extra small kernels per MoE layer of the W4A16 (int4) expert path")
     act_quant_kernels: int = Field(
         0, ge=0, le=100, description="activation-quantisation kernels per fp8 / int8 GEMM")
-    model_kernels: dict[str, ModelKernels] = Field(
-        default_factory=dict, description="per Hugging Face architecture (target.architecture): what the engine's "
+    model_kernels: dict[Annotated[str, StringConstraints(max_length=200)], ModelKernels] = Field(
+        default_factory=dict, max_length=64, description="per Hugging Face architecture (target.architecture): what the engine's "
         "code for it launches beyond the defaults")
     fused_projections: bool = Field(True, description="qkv and gate_up run as one GEMM each")
     mla_absorbed: bool = Field(True, description="MLA attention over the latent cache (SGLang); False: per-head K/V")

@@ -239,6 +239,8 @@ def _load(path: Path) -> tuple[TargetModel, DraftModel]:
     archs = raw.get("architectures")
     arch = archs[0] if isinstance(archs, list) and archs and isinstance(archs[0], str) else None
     arch = arch[:200] if arch else None  # a name only: it picks the engine's per-architecture kernels
+    if arch:
+        src["architecture_name"] = f"architectures[0] of the Hugging Face config.json at {path}"
     target = TargetModel(
         name=name, num_layers=layers, num_dense_layers=dense_layers if moe else layers, hidden=h,
         intermediate=inter, vocab=vocab, attention=att, moe=moe, dtypes=_dtypes(raw, moe is not None), sources=src,

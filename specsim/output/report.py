@@ -366,7 +366,8 @@ def _input_rows(sc) -> list[list[object]]:
             continue
         srcs = getattr(comp, "sources", {}) or {}
         for key, top, v, is_default in _flatten(comp):
-            src = srcs.get(key) or srcs.get(top)
+            # the model's ``architecture`` (its HF class name) has its own source; ``sources.architecture`` is the dims'
+            src = srcs.get("architecture_name") if (cname, key) == ("target", "architecture") else srcs.get(key) or srcs.get(top)
             if src is None and cname in ("target", "draft") and key not in ("name", "kernels_per_layer"):
                 src = srcs.get("architecture")
             if key in fitted and isinstance(fitted[key], Mapping):

@@ -163,3 +163,17 @@ def test_model_kernels_is_bounded(tmp_path, capsys):
         err = capsys.readouterr().err
         assert exc.value.code == 2 and "model_kernels" in err and len(err.strip().splitlines()) == 1
 
+
+
+def test_an_architecture_the_engine_does_not_itemise_is_said(tmp_path):
+    from specsim.analysis.predict import scenario_warnings
+
+    sc = specsim.build_scenario(model="llama-3.1-8b", gpu="h100", tp=1, engine="sglang")
+    assert not [w for w in scenario_warnings(sc) if "architecture" in w]
+    for arch in ("MixtralForCausalLM", None):
+        d = sc.model_dump()
+        d["target"]["architecture"] = arch
+        from specsim.io.presets import scenario_from_dict
+
+        w = [x for x in scenario_warnings(scenario_from_dict(d, "scenario")) if "architecture" in x]
+        assert len(w) == 1 and ("MixtralForCausalLM" in w[0] if arch else "not set" in w[0])

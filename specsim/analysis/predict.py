@@ -130,6 +130,12 @@ def scenario_warnings(sc: Scenario, p: dict | None = None) -> list[str]:
     if sc.parallel.tp > GPUS_PER_NODE:
         out.append(f"TP{sc.parallel.tp} spans more than one 8-GPU node: all-reduce latency is extrapolated "
                    "from intra-node measurements and is likely optimistic")
+    if sc.engine.model_kernels and sc.target.architecture not in sc.engine.model_kernels:
+        arch = sc.target.architecture
+        what = (f"architecture {arch[:80]} is not among those whose kernels the engine preset itemises" if arch else
+                "target.architecture is not set (config.json architectures[0])")
+        out.append(f"{what}: its layers take the engine's default small kernels ({', '.join(sorted(sc.engine.model_kernels))} "
+                   "are itemised)")
     if sc.acceptance.pmf is not None and len(sc.acceptance.pmf) > sc.speculation.steps + 1:
         out.append(f"acceptance PMF has {len(sc.acceptance.pmf)} entries; only lengths 1..{sc.speculation.steps + 1} "
                    "are possible at these steps (the tail is cut)")

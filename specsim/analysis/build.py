@@ -218,7 +218,12 @@ def build_scenario(
         fresh_acceptance = model is not None
         gpu = tp = batch = ctx = dtype = None  # applied by fresh_scenario
     else:
-        data = sc.model_dump()
+        # the same deployment: components no override touches are kept as the validated objects they are (pydantic
+        # does not validate a model instance again); the rest are plain data to change
+        same = gpu is None and tp is None and dtype is None and graph_max is None and not redeployed
+        kept = {"gpu", "target", "draft", "engine", "parallel"} if same else set()
+        data = sc.model_dump(exclude=kept)
+        data.update({k: getattr(sc, k) for k in kept})
         notes = list(data.get("notes") or [])
         fresh_acceptance = False
     if any(x is not None for x in (gpu, tp, batch, ctx, dtype)):
@@ -236,7 +241,8 @@ def build_scenario(
     if dtype is not None:
         apply_dtype(data["target"], dtype)
         data["name"] = f"{data['name']}+dtype={dtype}"
-    check_tp(data["parallel"]["tp"], data["target"]["attention"]["num_heads"], data["draft"]["num_heads"])
+    if isinstance(data["target"], dict):  # (kept as validated objects, the deployment's TP was checked when built)
+        check_tp(data["parallel"]["tp"], data["target"]["attention"]["num_heads"], data["draft"]["num_heads"])
     spec = data["speculation"]
     old_spec = dict(spec)  # the setting the scenario's accept length belongs to
     if steps is not None:

@@ -112,8 +112,9 @@ def _one_byte(bytes_per_weight):
 
 
 def _elem(name, phase, count, p: Params, act_bytes) -> Op:
-    c = count * p["small_kernel_factor"]
-    if (_absent(count) and np.ndim(p["small_kernel_factor"]) == 0) or (FLAT["n"] and zero_array(c)):
+    sf = p["small_kernel_factor"]
+    c = count * sf
+    if (_absent(count) and (type(sf) is float or np.ndim(sf) == 0)) or (FLAT["n"] and zero_array(c)):
         return Op(name, "elementwise", phase, c)
     return Op(name, "elementwise", phase, c, act_bytes=act_bytes)
 

@@ -177,3 +177,20 @@ def test_an_architecture_the_engine_does_not_itemise_is_said(tmp_path):
 
         w = [x for x in scenario_warnings(scenario_from_dict(d, "scenario")) if "architecture" in x]
         assert len(w) == 1 and ("MixtralForCausalLM" in w[0] if arch else "not set" in w[0])
+
+
+def test_a_tree_verify_on_flashinfer_pays_its_custom_mask():
+    """SGLang verifies a tree of a model without MLA with FlashInfer's custom-mask prefill, about twice the causal
+    kernel's time (flashinfer#724): its attention row doubles; a chain, a decode step and an MLA tree do not."""
+    def attention_ms(model, topk, tokens, tp=1):
+        rows = {r["name"]: r for r in operator_table(tokens, model=model, gpu="h200", tp=tp, engine="sglang",
+                                                     steps=3, topk=topk, draft_tokens=6, batch=8, ctx=4096).rows}
+        return rows.get("attention_gqa", rows.get("attention_mla_latent"))["ms"]
+    sc = specsim.build_scenario(model="llama-3.1-8b", gpu="h200", tp=1, engine="sglang")
+    assert sc.engine.tree_mask_attention_slowdown == 2.0
+    # per kernel: the backend's fixed time, the floor and the graph node stay; the KV stream and the MMAs double
+    fixed_ms = sc.target.num_layers * (sc.gpu.attention_fixed_us + sc.gpu.kernel_floor_us + sc.engine.graph_node_us) / 1e3
+    chain, tree = attention_ms("llama-3.1-8b", 1, 6), attention_ms("llama-3.1-8b", 4, 6)
+    assert tree - fixed_ms == pytest.approx(2.0 * (chain - fixed_ms), rel=1e-6)
+    assert attention_ms("llama-3.1-8b", 4, 1) == pytest.approx(attention_ms("llama-3.1-8b", 1, 1), rel=1e-9)
+    assert attention_ms("deepseek-v3", 4, 6, tp=8) == pytest.approx(attention_ms("deepseek-v3", 1, 6, tp=8), rel=1e-9)

@@ -120,7 +120,7 @@ def _elem(name, phase, count, p: Params, act_bytes) -> Op:
 
 
 def _attention(name, count, p: Params, b, w, ctx_eff, kv_bytes_per_token, q_rows_per_kv, flops_per_row_key, multi,
-               work_items=None):
+               work_items=None, slowdown=1.0):
     """Attention core over each request's KV: bytes = b x keys x KV bytes; query rows padded to a tile.
 
     The bandwidth it reaches ramps with its parallel work (requests x KV heads): ``eff x W / (W + W_half)``;
@@ -141,7 +141,7 @@ def _attention(name, count, p: Params, b, w, ctx_eff, kv_bytes_per_token, q_rows
         eff = _where(unsplit, min(eff, capped) if np.ndim(eff) == 0 else np.minimum(eff, capped), eff)
     return Op(name, "attention", "attention", count, bytes=b * ctx_eff * kv_bytes_per_token,
               flops=b * padded / _maximum(q_rows_per_kv, 1e-9) * ctx_eff * flops_per_row_key,
-              bw_eff=eff, flop_rate=_attention_flop_rate(p), fixed_us=p["attention_fixed_us"])
+              bw_eff=eff / slowdown, flop_rate=_attention_flop_rate(p) / slowdown, fixed_us=p["attention_fixed_us"])
 
 
 def _attention_flop_rate(p: Params):
@@ -184,7 +184,8 @@ def _gqa_ops(p: Params, gqa, L, fused, n, h, b, w, multi, heads_r, kv_r, ctx_eff
         _gemm("kv_proj", "attention", gqa * L * (1 - fused) * 2, p, n, h, kv_r * d, ba, fa),
         _gemm("o_proj", "attention", gqa * L, p, n, heads_r * d, h, ba, fa),
         _attention("attention_gqa", gqa * L, p, b, w, ctx_eff, 2 * kv_read_heads * d * p["bytes_kv"], heads_r / kv_r,
-                   4 * kv_r * (heads_r / kv_r) * d, multi, work_items=b * kv_read_heads),
+                   4 * kv_r * (heads_r / kv_r) * d, multi, work_items=b * kv_read_heads,
+                   slowdown=_where(multi, p["tree_mask_attention_slowdown"], 1.0)),
         _elem("qk_norm", "attention", gqa * L * p["qk_norm_kernels"], p, n * (heads_r + kv_r) * d * ACT_BYTES),
         _elem("rope", "attention", gqa * L, p, 2 * n * (heads_r + kv_r) * d * ACT_BYTES),
         # the engine's kernels write K and V (two index_put, or one, or none where the rotary kernel writes them)

@@ -340,6 +340,9 @@ class Engine(_Model):
         0.0, ge=0, le=1e6, description="host us of one attention-backend plan call of a tree cycle (topk > 1) on a "
         "model without MLA: SGLang on Hopper runs such trees on FlashInfer, which plans on the host before each of "
         "the steps - 1 draft steps, the verify and the draft extend (steps + 1 plans per cycle); chains and MLA run FA3")
+    tree_mask_attention_slowdown: float = Field(
+        1.0, ge=1.0, le=100.0, description="GPU time of a tree verify's attention over the same forward with a causal "
+        "mask, on that path (FlashInfer's prefill with a custom mask: the mask loads do not coalesce)")
     tree_host_syncs_per_cycle: int = Field(
         0, ge=0, le=100, description="extra GPU->CPU syncs per tree cycle on that path (FlashInfer plan inputs copied "
         "to the host), host_sync_us each, not hidden by overlap")

@@ -29,7 +29,7 @@ import math
 import numpy as np
 
 from .numeric import scalars as _scalar
-from .operators import FLAT, Op, draft_ops, memo, target_ops, zero_array
+from .operators import FLAT, Op, draft_ops, memo, small_floor, target_ops, zero_array
 from .params import Params
 
 COMPONENTS = ("launch", "kernel_fixed", "allreduce", "weights", "attention", "compute", "activations")
@@ -87,9 +87,7 @@ class _Acc:
         self._owned: set[str] = set()  # components whose array this accumulator made (safe to add into)
         self.kernels = 0.0
         self.rows: list[dict] | None = [] if keep_rows else None
-        own = p["small_kernel_floor_own"]  # the engine's small-kernel floor, or the GPU's kernel floor
-        self.small_floor = ((p["small_kernel_floor_us"] if own else p["kernel_floor_us"]) if np.ndim(own) == 0
-                            else np.where(own > 0, p["small_kernel_floor_us"], p["kernel_floor_us"]))
+        self.small_floor = small_floor(p)
         if not self.all_graph:  # the same two products for every operator, computed once
             self._graph_node = self.graph * p["graph_node_us"]
             self._eager_share = 1 - self.graph

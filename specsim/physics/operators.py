@@ -99,8 +99,8 @@ def _gemm(name, phase, count, p: Params, m, k_dim, n_cols, wbytes, flop_rate, bw
               bw_eff=p["mem_efficiency"] if bw_eff is None else bw_eff, flop_rate=flop_rate)
 
 
-def _small_floor(p: Params):
-    """The floor of a small kernel: the engine's own, else the GPU's kernel floor."""
+def small_floor(p: Params):
+    """The floor of a small (elementwise) kernel: the engine's own, else the GPU's kernel floor."""
     return _where(p["small_kernel_floor_own"] > 0, p["small_kernel_floor_us"], p["kernel_floor_us"])
 
 
@@ -322,7 +322,7 @@ def target_ops(p: Params, tokens_per_request, batch=None, ctx=None, graph=None, 
         _elem("router_topk", "moe", Lm * p["router_topk_kernels"], p, n * E * 4.0),
         # a measured router top-k: the GPU time its kernels take beyond their floors (torch's sort-based top-k kernels)
         Op("router_topk_measured_excess", "fixed", "moe", Lm * _where(p["router_topk_us"] > 0, 1.0, 0.0),
-           fixed_us=_maximum(p["router_topk_us"] - p["router_topk_kernels"] * (p["graph_node_us"] + _small_floor(p)), 0.0)),
+           fixed_us=_maximum(p["router_topk_us"] - p["router_topk_kernels"] * (p["graph_node_us"] + small_floor(p)), 0.0)),
         _elem("moe_align", "moe", Lm * p["moe_align_kernels"], p, n * k * 4.0 * 2),
         _elem("moe_silu_mul", "moe", Lm, p, 3 * n * k * ei * ACT_BYTES),
         _elem("moe_combine", "moe", Lm * p["moe_combine_kernels"], p, n * (k + 1) * h * ACT_BYTES),

@@ -19,11 +19,12 @@ Triton) on a CUDA GPU; it never runs in CI:
 import json
 import os
 import statistics
-import subprocess
 import sys
-import time
 
 import torch
+
+sys.path.insert(0, os.path.dirname(__file__))
+from small_kernels import _provenance, replay_us  # noqa: E402
 
 
 def biased_grouped_topk_impl(hidden_states, gating_output, correction_bias, topk, renormalize,
@@ -86,27 +87,8 @@ def count_kernels(fn) -> tuple[int, list[str]]:
 
 
 def graph_us(fn, calls: int = 100, reps: int = 15) -> float:
-    s = torch.cuda.Stream()
-    s.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(s):
-        for _ in range(3):
-            fn()
-    torch.cuda.current_stream().wait_stream(s)
-    g = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(g):
-        for _ in range(calls):
-            fn()
-    g.replay()
-    torch.cuda.synchronize()
-    times = []
-    for _ in range(reps):
-        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        a.record()
-        g.replay()
-        b.record()
-        torch.cuda.synchronize()
-        times.append(a.elapsed_time(b) * 1e3 / calls)
-    return statistics.median(times)
+    """Median per-call time (us) of ``fn`` captured ``calls`` times in one graph (:func:`replay_us`)."""
+    return statistics.median(t / calls for t in replay_us([fn], calls, reps))
 
 
 def main(out_path: str) -> None:
@@ -144,17 +126,7 @@ def main(out_path: str) -> None:
     # the floor any captured kernel pays, for reference: a tiny add_
     z = torch.zeros(256, device=dev)
     floor = graph_us(lambda: z.add_(1.0))
-    try:
-        driver = subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
-                                capture_output=True, text=True).stdout.strip()
-    except OSError:
-        driver = None
-    import triton
-
-    prov = {"gpu": torch.cuda.get_device_name(), "driver": driver, "cuda": torch.version.cuda, "torch": torch.__version__,
-            "triton": triton.__version__, "date_utc": time.strftime("%Y-%m-%dT%H:%MZ", time.gmtime()),
-            "command": "python3 calibration/kernels/sglang_router_topk.py " + os.path.basename(out_path), "measured": True}
-    doc = {"name": "h200-sglang-router-topk", "provenance": prov, "tiny_add_us": floor,
+    doc = {"name": "h200-sglang-router-topk", "provenance": _provenance(), "tiny_add_us": floor,
            "description": __doc__.strip().splitlines()[0], "points": points}
     with open(out_path, "w") as f:
         json.dump(doc, f, indent=1)

@@ -194,3 +194,16 @@ def test_a_tree_verify_on_flashinfer_pays_its_custom_mask():
     assert tree - fixed_ms == pytest.approx(2.0 * (chain - fixed_ms), rel=1e-6)
     assert attention_ms("llama-3.1-8b", 4, 1) == pytest.approx(attention_ms("llama-3.1-8b", 1, 1), rel=1e-9)
     assert attention_ms("deepseek-v3", 4, 6, tp=8) == pytest.approx(attention_ms("deepseek-v3", 1, 6, tp=8), rel=1e-9)
+
+
+def test_a_topk_sweep_costs_the_tree_as_a_tree_scenario_does():
+    """The tree path (FlashInfer's masked verify, host plans) follows each swept topk, not the base scenario's."""
+    from specsim.analysis.sweep import sweep
+
+    out = []
+    for topk, tokens in ((1, 4), (4, 6)):
+        base = specsim.build_scenario(model="llama-3.1-8b", gpu="h200", tp=1, engine="sglang", steps=3, topk=topk,
+                                      draft_tokens=tokens, batch=8, ctx=4096)
+        r = sweep(base, steps=[3], topk=[4], draft_tokens=[6], accept=[2.5], accept_at_steps=3, progress=False)
+        out.append((r.best["verify_ms"], r.best["cycle_ms"]))
+    assert out[0] == pytest.approx(out[1], rel=1e-12)

@@ -15,7 +15,7 @@ import numpy as np
 from .cost import draft_forward_ms, target_forward_ms
 from .numeric import maximum as _maximum
 from .numeric import num as _num
-from .operators import FLAT, LOGIT_BYTES, memo
+from .operators import FLAT, LOGIT_BYTES, host_planned_tree, memo
 from .params import Params
 
 PHASES = ("draft", "verify", "accept", "draft_extend", "host")
@@ -143,9 +143,9 @@ def _with_host(p: Params, tau, gpu: dict) -> dict:
     # host: scheduler/bookkeeping, GPU->CPU syncs (draft preprocess, accept, extend) and the
     # Python loop over committed tokens; v2 (overlap) drops the syncs and hides the rest. With stop
     # strings every finish check (one per committed token, one per request) decodes the output tail.
-    # a tree (topk > 1) on a model without MLA runs on a backend that plans on the host: one plan per draft
-    # step, verify and draft extend (steps + 1), and extra syncs to copy the plan inputs to the host
-    tree = (_num(p["topk"]) > 1) * (1.0 - _num(p["is_mla"]))
+    # a tree on a backend that plans on the host: one plan per draft step, verify and draft extend (steps + 1),
+    # and extra syncs to copy the plan inputs to the host
+    tree = host_planned_tree(p)
     host_ms = (p["host_per_cycle_ms"] + batch * (p["host_per_request_us"] + tau * p["host_per_token_us"]
                                                  + (tau + 1) * p["stop_check_us"]) / 1e3
                + tree * (p["steps"] + 1) * p["tree_plan_us"] / 1e3)

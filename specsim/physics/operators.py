@@ -104,6 +104,12 @@ def small_floor(p: Params):
     return _where(p["small_kernel_floor_own"] > 0, p["small_kernel_floor_us"], p["kernel_floor_us"])
 
 
+def host_planned_tree(p: Params):
+    """1 where the speculation is a tree (topk > 1) on a model without MLA: SGLang on Hopper runs it on FlashInfer,
+    which plans on the host and verifies with a custom (tree) mask; else 0 (chains and MLA trees stay on FA3)."""
+    return (_num(p["topk"]) > 1) * (1.0 - _num(p["is_mla"]))
+
+
 def _one_byte(bytes_per_weight):
     """1 where weights are one-byte (fp8 / int8, their scales included), else 0: their GEMMs quantise the input first."""
     if np.ndim(bytes_per_weight) == 0:
@@ -185,7 +191,7 @@ def _gqa_ops(p: Params, gqa, L, fused, n, h, b, w, multi, heads_r, kv_r, ctx_eff
         _gemm("o_proj", "attention", gqa * L, p, n, heads_r * d, h, ba, fa),
         _attention("attention_gqa", gqa * L, p, b, w, ctx_eff, 2 * kv_read_heads * d * p["bytes_kv"], heads_r / kv_r,
                    4 * kv_r * (heads_r / kv_r) * d, multi, work_items=b * kv_read_heads,
-                   slowdown=_where(multi, p["tree_mask_attention_slowdown"], 1.0)),
+                   slowdown=1.0 + (p["tree_mask_attention_slowdown"] - 1.0) * host_planned_tree(p) * multi),
         _elem("qk_norm", "attention", gqa * L * p["qk_norm_kernels"], p, n * (heads_r + kv_r) * d * ACT_BYTES),
         _elem("rope", "attention", gqa * L, p, 2 * n * (heads_r + kv_r) * d * ACT_BYTES),
         # the engine's kernels write K and V (two index_put, or one, or none where the rotary kernel writes them)

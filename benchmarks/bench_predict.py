@@ -25,6 +25,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import subprocess
 import sys
@@ -50,12 +51,12 @@ INTEGERS = {"tp", "allreduces_per_layer", "num_layers", "hidden", "intermediate"
             "moe_align_kernels", "moe_combine_kernels", "moe_norm_kernels", "moe_int4_glue_kernels", "shared_glue_kernels", "act_quant_kernels"}
 
 
-def _cold(cmd: list[str], runs: int) -> float:
+def _cold(cmd: list[str], runs: int, env: dict | None = None) -> float:
     """Median wall time (s) of ``cmd`` in a fresh process."""
     times = []
     for _ in range(runs):
         t0 = time.perf_counter()
-        r = subprocess.run(cmd, capture_output=True)
+        r = subprocess.run(cmd, capture_output=True, env=env)
         times.append(time.perf_counter() - t0)
         assert r.returncode == 0, r.stderr.decode()
     return statistics.median(times)
@@ -91,8 +92,11 @@ def cold_start(runs: int) -> tuple[float, float, float, float, int]:
     floor_cmd = [sys.executable, "-c", _typer_floor_code(n_opt), "predict", "--o0", "2"]
     pydantic_floor_cmd = [sys.executable, "-c", PYDANTIC_FLOOR_CODE]
     cmds = (base_cmd, cli_cmd, floor_cmd, pydantic_floor_cmd)
+    # warm the file cache, and write the bytecode an installed package has (pip compiles at install; an editable
+    # checkout under PYTHONDONTWRITEBYTECODE would otherwise compile specsim's modules from source every run)
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
     for c in cmds:
-        _cold(c, 1)  # warm the file cache
+        _cold(c, 1, env)
     times: list[list[float]] = [[] for _ in cmds]
     for _ in range(runs):  # interleaved, so machine noise hits all alike
         for c, t in zip(cmds, times):

@@ -7,6 +7,7 @@ comparison reports the scenario's step count and the best step count before and 
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from ..errors import SpecsimError
@@ -122,8 +123,8 @@ def whatif_allreduce(scenario=None, *, scale: float | None = None, impl: str | N
     before = build_scenario(scenario, **overrides)
     tp = before.parallel.tp
     if scale is not None:
-        if not scale > 0:
-            raise SpecsimError("scale", scale, "must be > 0")
+        if not (math.isfinite(scale) and scale > 0):
+            raise SpecsimError("scale", scale, "allowed: a finite number > 0")
         after = _edit(before, lambda d: d["parallel"].update(allreduce_scale=d["parallel"]["allreduce_scale"] * scale))
         change = f"all-reduce latency x{scale:g}"
     elif impl is not None:
@@ -131,8 +132,8 @@ def whatif_allreduce(scenario=None, *, scale: float | None = None, impl: str | N
         after = _edit(before, lambda d: d["parallel"].update(allreduce=ar, allreduce_eager=None))
         change = f"all-reduce implementation -> {ar['name']}"
     else:
-        if not alpha_us >= 0:
-            raise SpecsimError("alpha-us", alpha_us, "must be >= 0")
+        if not (math.isfinite(alpha_us) and alpha_us >= 0):
+            raise SpecsimError("alpha-us", alpha_us, "allowed: a finite number >= 0")
 
         def set_alpha(d):
             for key in ("allreduce", "allreduce_eager"):

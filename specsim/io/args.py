@@ -225,15 +225,32 @@ def install_click_number_checks() -> None:
         return
     except (ImportError, AttributeError):  # pragma: no cover - other typer versions
         pass
-    try:  # pragma: no cover - typer with click types
-        import click.types as ct  # type: ignore[import-not-found]
-    except ImportError:  # pragma: no cover
+    # typer < 0.29: click's FLOAT / INT types (click itself, or the copy typer >= 0.26 vendors as typer._click)
+    for module in ("typer._click.types", "click.types"):
+        try:
+            import importlib
+
+            ct = importlib.import_module(module)
+        except ImportError:
+            continue
+        _wrap_click_types(ct)
         return
-    for cls in (ct.FloatParamType, ct.IntParamType):  # pragma: no cover
+
+
+def _wrap_click_types(ct) -> None:
+    """Wrap click's FloatParamType / IntParamType conversions with the same checks and words."""
+    for cls in (ct.FloatParamType, ct.IntParamType):
         orig_convert = cls.convert
 
-        def convert(self, value, param, ctx, _orig=orig_convert):
-            v = _orig(self, value, param, ctx)
+        def convert(self, value, param, ctx, _orig=orig_convert, _int=cls is ct.IntParamType):
+            try:
+                v = _orig(self, value, param, ctx)
+            except Exception as exc:  # click's BadParameter: an int option given a non-integer
+                if not _int or not hasattr(exc, "format_message"):
+                    raise
+                text = " ".join(str(value).split())
+                self.fail(f"got {text[:37] + '...' if len(text) > 40 else text}; allowed: an integer of magnitude "
+                          f"<= {MAX_INT_FLAG:.0e}", param, ctx)
             _check_number(v, lambda msg: self.fail(msg, param, ctx))
             return v
 

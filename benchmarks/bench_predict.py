@@ -36,7 +36,7 @@ import numpy as np
 #: parameters that choose a code path (architecture kind, launch mode, kernel kind), not a number
 SWITCHES = {"is_mla", "fused_projections", "mla_absorbed", "attention_unpacked", "moe_per_token_kernel",
             "graph_decode", "graph_verify", "graph_draft", "graph_draft_extend", "overlap_scheduler", "moe_triton_tiles",
-            "moe_tuned_config", "moe_fp8_tiles", "moe_block_scaled", "moe_grid_clamp",
+            "moe_tuned_config", "moe_fp8_tiles", "moe_block_scaled", "moe_grid_clamp", "verify_batch_expansion",
             "overlap_scheduler_baseline", "topk", "capture_batch_sizes", "capture_token_sizes", "small_kernel_floor_own",
             "shared_fused"}
 #: whole-number parameters (counts, dimensions): random integers

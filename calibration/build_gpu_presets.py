@@ -31,7 +31,7 @@ PROFILE = "models/profiles/h200.json"
 HOPPER = ("h100", "h20")
 CARRIED = ("b200", "a100", "rtx3090")
 SCALES_WITH_BANDWIDTH = ("vocab_pass_bytes_per_s",)
-ENGINES_TAKING_LAUNCH = ("sglang", "sglang-v2", "vllm", "torch-graph")
+ENGINES_TAKING_LAUNCH = ("sglang", "sglang-v2", "vllm", "vllm-v0", "torch-graph")
 TORCH_KERNEL_ENGINES = ("torch-graph", "hf-transformers")  # attention through torch SDPA (FlashAttention-2)
 
 _VKPEAK_3090_BF16 = (82.1e12 + 80.2e12) / 2  # FLOP/s, instruction peak measured on two RTX 3090s
@@ -68,7 +68,7 @@ SM_COUNTS = {
                     "(https://www.nvidia.com/content/PDF/nvidia-ampere-ga-102-gpu-architecture-whitepaper-v2.pdf)"),
 }
 #: engines that run SGLang's fused MoE Triton kernel (vLLM: the same kernel and config rule, assumed)
-MOE_TRITON_ENGINES = ("sglang", "sglang-v2", "vllm")
+MOE_TRITON_ENGINES = ("sglang", "sglang-v2", "vllm", "vllm-v0")
 
 
 def write_moe_grid(gpus: dict, engines: dict) -> dict:
@@ -103,7 +103,7 @@ def write_moe_grid(gpus: dict, engines: dict) -> dict:
             e = entry["engine"]
             for name in ("moe_mem_efficiency", "moe_wide_tile_mem_efficiency"):
                 e[name] = round(fit["values"][name], 3)
-                e["sources"][name] = src + (" [vllm: the same kernel, assumed]" if key == "vllm" else "")
+                e["sources"][name] = src + (" [vllm: the same kernel, assumed]" if key.startswith("vllm") else "")
     return fit
 
 

@@ -210,3 +210,56 @@ def test_sync_measurement_times_a_round_trip():
 
     s = measure_sync(torch, "cpu", calls=50, repeats=2)
     assert s["device"] == "cpu" and 0 < s["item_idle_us"] < 1e4 and s["tolist_64_idle_us"] > 0
+
+
+# ---- vLLM V0's batch-expansion scorer (engine preset vllm-v0) ----------------------------------------------------
+
+V0_3090 = dict(model="llama-3.1-8b", gpu="rtx3090", tp=1, steps=2, topk=1, ctx=512, accept=1.97)
+
+
+def _verify_op(engine: str, name: str, batch: int, tokens: int):
+    from specsim.analysis.predict import operator_table
+
+    t = operator_table(tokens, None, model="llama-3.1-8b", gpu="rtx3090", tp=1, engine=engine, batch=batch, ctx=512)
+    return next(r for r in t.rows if r["name"] == name)
+
+
+def test_batch_expansion_reads_each_requests_kv_once_per_verify_row():
+    """V0 scores k + 1 rows per request as single-token sequences: the verify's attention streams the KV cache
+    k + 1 times (decode kernels), where V1's one multi-token query per request streams it once; GEMMs are alike."""
+    v1, v0 = (_verify_op(e, "attention_gqa", 8, 3) for e in ("vllm", "vllm-v0"))
+    assert v0["mbytes"] == pytest.approx(3 * v1["mbytes"], rel=1e-12) and v0["ms"] > 2 * v1["ms"]
+    g1, g0 = (_verify_op(e, "qkv_proj", 8, 3) for e in ("vllm", "vllm-v0"))
+    assert g0["ms"] == pytest.approx(g1["ms"], rel=1e-12) and g0["mbytes"] == g1["mbytes"]
+    # a decode step (one row per request) is the same forward in both
+    d1, d0 = (_verify_op(e, "attention_gqa", 8, 1) for e in ("vllm", "vllm-v0"))
+    assert d0["mbytes"] == d1["mbytes"] and d0["ms"] == pytest.approx(d1["ms"], rel=1e-12)
+
+
+def test_batch_expansion_host_copies_grow_with_rows_times_context():
+    """The expansion's host copies: batch x num_draft_tokens x ctx x host_expansion_us_per_row_token per cycle."""
+    slope = get_engine("vllm-v0").host_expansion_us_per_row_token
+    assert 0.03 < slope < 0.3  # us per row x context token, measured (calibration/datasets/host-vllm-v0-batch-expansion.json)
+    h = {(b, c): predict(engine="vllm-v0", **{**V0_3090, "ctx": c}, batch=b).phases_ms["host"] for b in (8, 16) for c in (512, 1024)}
+    base = {(b, c): predict(engine="vllm", **{**V0_3090, "ctx": c}, batch=b).phases_ms["host"] for b in (8, 16) for c in (512, 1024)}
+    for (b, c), ms in h.items():
+        assert ms - base[(b, c)] == pytest.approx(b * 3 * c * slope / 1e3, rel=1e-9)
+
+
+def test_batch_expansion_slows_the_cycle_more_as_the_batch_grows():
+    s1 = [predict(engine="vllm", batch=b, **V0_3090).speedup for b in (2, 32)]
+    s0 = [predict(engine="vllm-v0", batch=b, **V0_3090).speedup for b in (2, 32)]
+    assert s0[0] < s1[0] and s0[1] < s1[1]
+    assert s1[1] - s0[1] > 2 * (s1[0] - s0[0])  # the V0 costs grow with batch (rows x context)
+
+
+def test_published_vllm_v0_sweeps_held_out_up_to_batch_32_within_12_pct():
+    """REGRESSION guard on held-out data (EAGLE-3 paper Table 5, vLLM V0 on an RTX 3090, tau fitted at batch 2):
+    batches 4-32 of both rows within 12 %. Batches 48-56 are not asserted: the EAGLE-3 row misses there by up to
+    -20 % (its largest batches may not have fit in the card's KV cache; not modeled)."""
+    v = validate_sweeps()
+    for sid in ("vllm-eagle3-llama31-8b-rtx3090", "vllm-eagle1-llama31-8b-rtx3090"):
+        sw = next(s for s in v.sweeps if s.id == sid)
+        assert "vllm-v0" in sw.setup
+        held = [r for r in sw.rows if not r["fitted"] and r["batch"] <= 32]
+        assert len(held) == 5 and all(abs(r["error_pct"]) <= 12.0 for r in held), [(r["batch"], r["error_pct"]) for r in held]

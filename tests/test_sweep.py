@@ -83,3 +83,16 @@ def test_cli_sweep_json_csv(run_cli, tmp_path):
 def test_cli_sweep_bad_input(run_cli, args):
     code, _, err = run_cli("sweep", *args)
     assert code == 2 and err.startswith("error:") and "Traceback" not in err
+
+
+def test_sweep_matches_predict_under_batch_expansion():
+    """vLLM V0's batch-expansion verify (attention rows as single-token sequences, host copies per row x context)
+    gives the same numbers through the array path of a sweep as through one prediction."""
+    kw = dict(model="llama-3.1-8b", gpu="rtx3090", tp=1, engine="vllm-v0", accept=1.9)
+    base = specsim.build_scenario(**kw)
+    r = sweep(base, steps=[1, 2, 4], batch=[1, 8, 32], ctx=[256, 2048])
+    for i in range(r.n):
+        row = r.row(i)
+        p = specsim.predict(base, steps=row["steps"], batch=row["batch"], ctx=row["ctx"])
+        assert row["verify_ms"] == pytest.approx(p.verify_ms, rel=1e-9)
+        assert row["cycle_ms"] == pytest.approx(p.cycle_ms, rel=1e-9)

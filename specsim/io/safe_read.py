@@ -212,14 +212,11 @@ def read_json_file(path: str | os.PathLike, field: str, max_bytes: int = MAX_JSO
     return loads_bounded(read_text_file(name, field, max_bytes, allow_stdin=allow_stdin), field, name)
 
 
-def iter_lines(path: str | os.PathLike, field: str = "file", *, allow_stdin: bool = True,
-               max_line: int = MAX_LINE_BYTES, chunk: int = CHUNK_BYTES) -> Iterator[list[str]]:
-    """Yield the lines of a log in batches (lists of str, newline removed, ``\\r`` stripped).
-
-    Memory is bounded by ``chunk + max_line`` whatever the file's length. Invalid UTF-8 becomes
-    U+FFFD. A line longer than ``max_line`` bytes is yielded once as the marker
-    :data:`LONG_LINE` (the caller counts it as skipped). ``-`` reads standard input.
-    """
+def _runs_of_lines(path: str | os.PathLike, field: str, allow_stdin: bool, max_line: int,
+                   chunk: int) -> Iterator[bytes | None]:
+    """The bytes of a log as runs of whole lines (``\\n``-joined, no final newline; the last run may be
+    the unterminated final line), or ``None`` for each line longer than ``max_line`` bytes, which is
+    never kept: memory is bounded by ``chunk + max_line``. ``-`` reads standard input."""
     name = os.fspath(path)
     if allow_stdin and name == "-":
         read = _stdin_reader(field)
@@ -245,41 +242,53 @@ def iter_lines(path: str | os.PathLike, field: str = "file", *, allow_stdin: boo
                 if len(tail) > max_line:
                     tail = b""
                     dropping = True
-                    yield [LONG_LINE]
+                    yield None
                 continue
             head, rest = block[:cut], block[cut + 1:]
             if dropping:
                 nl = head.find(b"\n")
-                head = b"" if nl < 0 else head[nl + 1:]
-                if nl < 0:
-                    # the over-long line ends at ``cut``: nothing of it is kept
+                if nl < 0:  # the over-long line ends at ``cut``: nothing of it is kept
                     dropping = False
                     tail = rest
                     if len(tail) > max_line:
                         tail, dropping = b"", True
-                        yield [LONG_LINE]
+                        yield None
                     continue
                 dropping = False
-                data = head
+                data = head[nl + 1:]
             else:
                 data = tail + head if tail else head
             tail = rest
-            text = data.decode("utf-8", errors="replace")
-            lines = text.split("\n")
-            if "\r" in text:
-                lines = [ln[:-1] if ln.endswith("\r") else ln for ln in lines]
-            if any(len(ln) > max_line for ln in lines):
-                lines = [LONG_LINE if len(ln) > max_line else ln for ln in lines]
-            yield lines
+            yield data
             if len(tail) > max_line:
                 tail, dropping = b"", True
-                yield [LONG_LINE]
+                yield None
         if tail and not dropping:
-            text = tail.decode("utf-8", errors="replace")
-            yield [text[:-1] if text.endswith("\r") else text]
+            yield tail
     finally:
         if fd is not None:
             os.close(fd)
+
+
+def iter_lines(path: str | os.PathLike, field: str = "file", *, allow_stdin: bool = True,
+               max_line: int = MAX_LINE_BYTES, chunk: int = CHUNK_BYTES) -> Iterator[list[str]]:
+    """Yield the lines of a log in batches (lists of str, newline removed, ``\\r`` stripped).
+
+    Memory is bounded by ``chunk + max_line`` whatever the file's length. Invalid UTF-8 becomes
+    U+FFFD. A line longer than ``max_line`` bytes is yielded once as the marker
+    :data:`LONG_LINE` (the caller counts it as skipped). ``-`` reads standard input.
+    """
+    for data in _runs_of_lines(path, field, allow_stdin, max_line, chunk):
+        if data is None:
+            yield [LONG_LINE]
+            continue
+        text = data.decode("utf-8", errors="replace")
+        lines = text.split("\n")
+        if "\r" in text:
+            lines = [ln[:-1] if ln.endswith("\r") else ln for ln in lines]
+        if any(len(ln) > max_line for ln in lines):
+            lines = [LONG_LINE if len(ln) > max_line else ln for ln in lines]
+        yield lines
 
 
 LONG_LINE = "\x00<over-long line>\x00"
@@ -337,55 +346,9 @@ def iter_blocks(path: str | os.PathLike, field: str = "file", *, allow_stdin: bo
     complete lines joined by ``\\n`` (no final newline; a ``\\r`` before a newline is kept) or
     :data:`LONG_LINE` for a line longer than ``max_line`` bytes. Memory is bounded by
     ``chunk + max_line``; invalid UTF-8 becomes U+FFFD; ``-`` reads standard input."""
-    name = os.fspath(path)
-    if allow_stdin and name == "-":
-        read = _stdin_reader(field)
-        fd = None
-    else:
-        fd, _ = open_regular(name, field)
-        read = None
-    tail = b""
-    dropping = False  # inside an over-long line
-    try:
-        while True:
-            try:
-                block = os.read(fd, chunk) if fd is not None else read(chunk)  # type: ignore[misc]
-            except OSError as exc:
-                raise SpecsimError(field, name, f"is not readable ({exc.strerror or exc})") from None
-            if not block:
-                break
-            cut = block.rfind(b"\n")
-            if cut < 0:
-                if dropping:
-                    continue
-                tail += block
-                if len(tail) > max_line:
-                    tail = b""
-                    dropping = True
-                    yield LONG_LINE
-                continue
-            head, rest = block[:cut], block[cut + 1:]
-            if dropping:
-                nl = head.find(b"\n")
-                if nl < 0:  # the over-long line ends at ``cut``
-                    dropping = False
-                    tail = rest
-                    if len(tail) > max_line:
-                        tail, dropping = b"", True
-                        yield LONG_LINE
-                    continue
-                dropping = False
-                data = head[nl + 1:]
-            else:
-                data = tail + head if tail else head
-            tail = rest
-            for part in _split_long(data.decode("utf-8", errors="replace"), max_line):
-                yield LONG_LINE if part is None else part
-            if len(tail) > max_line:
-                tail, dropping = b"", True
-                yield LONG_LINE
-        if tail and not dropping:
-            yield tail.decode("utf-8", errors="replace")
-    finally:
-        if fd is not None:
-            os.close(fd)
+    for data in _runs_of_lines(path, field, allow_stdin, max_line, chunk):
+        if data is None:
+            yield LONG_LINE
+            continue
+        for part in _split_long(data.decode("utf-8", errors="replace"), max_line):
+            yield LONG_LINE if part is None else part

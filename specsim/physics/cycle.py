@@ -148,7 +148,9 @@ def _with_host(p: Params, tau, gpu: dict) -> dict:
     tree = host_planned_tree(p)
     host_ms = (p["host_per_cycle_ms"] + batch * (p["host_per_request_us"] + tau * p["host_per_token_us"]
                                                  + (tau + 1) * p["stop_check_us"]) / 1e3
-               + tree * (p["steps"] + 1) * p["tree_plan_us"] / 1e3)
+               + tree * (p["steps"] + 1) * p["tree_plan_us"] / 1e3
+               # batch expansion: every verify row's token ids copied into a sequence of its own (context-long)
+               + batch * p["num_draft_tokens"] * _num(p["ctx"]) * p["host_expansion_us_per_row_token"] / 1e3)
     syncs_ms = (p["host_syncs_per_cycle"] + tree * p["tree_host_syncs_per_cycle"]) * (p["host_sync_us"] / 1e3) * (1 - overlap)
     exposed_host = (1 - overlap) * host_ms + overlap * _maximum(host_ms - gpu["gpu"], 0.0) + syncs_ms
     return {"draft": gpu["draft"], "verify": gpu["verify"], "accept": gpu["accept"], "draft_extend": gpu["draft_extend"],

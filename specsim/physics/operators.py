@@ -157,6 +157,20 @@ def _attention_flop_rate(p: Params):
                 p["attention_flop_efficiency"])
 
 
+def _attention_rows(p: Params, b, w, multi):
+    """(requests, query rows per request, multi-token kernel?) of a forward's attention: as the forward runs, or,
+    for a multi-token forward under ``verify_batch_expansion``, b x w single-token sequences on decode kernels,
+    each reading its request's whole KV cache (vLLM V0's batch-expansion scorer)."""
+    expand = p["verify_batch_expansion"]
+    if np.ndim(expand) == 0 and not expand:
+        return b, w, multi
+    ex = _where(multi, expand, 0.0)
+    b_att, w_att = b * (1 + ex * (w - 1)), w - ex * (w - 1)
+    if np.ndim(ex) == 0 and np.ndim(multi) == 0:
+        return b_att, w_att, bool(multi) and not ex
+    return b_att, w_att, np.asarray(multi, dtype=bool) & (np.asarray(ex) == 0)
+
+
 def _allreduce_params(p: Params, graph):
     g = np.asarray(graph, dtype=float)
     alpha = (g * p["allreduce_alpha_graph_us"] + (1 - g) * p["allreduce_alpha_eager_us"]) * p["allreduce_scale"]
@@ -253,8 +267,12 @@ def target_ops(p: Params, tokens_per_request, batch=None, ctx=None, graph=None, 
     fused = p["fused_projections"]  # 1: one qkv and one gate_up GEMM; 0: q, k, v / gate, up apart
     ops: list[Op] = []
 
+    # the attention kernels' requests, rows per request and kind: a verify under batch expansion runs every row as a
+    # single-token sequence of its own (b x w decode queries, each over the whole KV cache of its request)
+    b_att, w_att, multi_att = _attention_rows(p, b, w, multi)
+
     # --- attention, GQA (weights sharded by heads; KV heads replicate when tp > num_kv_heads)
-    ops += _gqa_ops(p, gqa, L, fused, n, h, b, w, multi, heads_r, kv_r, ctx_eff, ba, fa)
+    ops += _gqa_ops(p, gqa, L, fused, n, h, b_att, w_att, multi_att, heads_r, kv_r, ctx_eff, ba, fa)
 
     # --- attention, MLA (low-rank down-projections replicated, head-wise up-projections sharded)
     ql, kvl = p["q_lora_rank"], p["kv_lora_rank"]
@@ -271,10 +289,10 @@ def target_ops(p: Params, tokens_per_request, batch=None, ctx=None, graph=None, 
         _gemm("w_uk", "attention", mla * L, p, n, kvl, heads_r * nope, ba, fa),
         _gemm("w_uv", "attention", mla * L, p, n, kvl, heads_r * vd, ba, fa),
         _gemm("o_proj", "attention", mla * L, p, n, heads_r * vd, h, ba, fa),
-        _attention("attention_mla_latent", mla * L * absorbed, p, b, w, ctx_eff, latent * p["bytes_kv"], heads_r,
-                   2 * (latent + kvl), multi),
-        _attention("attention_mla_per_head", mla * L * (1 - absorbed), p, b, w, ctx_eff, per_head * p["bytes_kv"],
-                   heads_r, 2 * (qk + vd), multi),
+        _attention("attention_mla_latent", mla * L * absorbed, p, b_att, w_att, ctx_eff, latent * p["bytes_kv"], heads_r,
+                   2 * (latent + kvl), multi_att),
+        _attention("attention_mla_per_head", mla * L * (1 - absorbed), p, b_att, w_att, ctx_eff, per_head * p["bytes_kv"],
+                   heads_r, 2 * (qk + vd), multi_att),
         # the q and kv latents' RMSNorms, rotary on q_pe / k_pe, the latent cache write
         _elem("latent_norms", "attention", mla * L * (1 + has_ql), p, 2 * n * (kvl + ql) * ACT_BYTES / (1 + has_ql)),
         _elem("rope_mla", "attention", mla * L, p, 2 * n * (heads_r + 1) * rope * ACT_BYTES),

@@ -163,6 +163,8 @@ def scenario_params(sc: Scenario) -> Params:
         "host_per_decode_step_ms": e.host_per_decode_step_ms,
         "stop_check_us": e.stop_check_us * float(w.stop_strings),  # zero unless the requests carry stop strings
         "tree_plan_us": e.tree_plan_us,
+        "verify_batch_expansion": float(e.verify_batch_expansion),
+        "host_expansion_us_per_row_token": e.host_expansion_us_per_row_token,
         "tree_host_syncs_per_cycle": float(e.tree_host_syncs_per_cycle),
         "overlap_scheduler": float(e.overlap_scheduler),
         "overlap_scheduler_baseline": float(e.overlap_scheduler_baseline),

@@ -343,6 +343,13 @@ class Engine(_Model):
     tree_mask_attention_slowdown: float = Field(
         1.0, ge=1.0, le=100.0, description="GPU time of a tree verify's attention over the same forward with a causal "
         "mask, on that path (FlashInfer's prefill with a custom mask: the mask loads do not coalesce)")
+    verify_batch_expansion: bool = Field(
+        False, description="the verify scores each request's num_draft_tokens rows as that many single-token sequences "
+        "(vLLM V0's batch-expansion scorer, used whenever CUDA graphs are on): decode attention kernels, each row "
+        "reading the request's whole KV cache, instead of one multi-token query over it")
+    host_expansion_us_per_row_token: float = Field(
+        0.0, ge=0, le=1e3, description="host us per expanded verify row per context token (batch expansion copies "
+        "each row's token ids into a new sequence): batch x num_draft_tokens x ctx of them per cycle")
     tree_host_syncs_per_cycle: int = Field(
         0, ge=0, le=100, description="extra GPU->CPU syncs per tree cycle on that path (FlashInfer plan inputs copied "
         "to the host), host_sync_us each, not hidden by overlap")

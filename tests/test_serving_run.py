@@ -263,3 +263,12 @@ def test_published_vllm_v0_sweeps_held_out_up_to_batch_32_within_12_pct():
         assert "vllm-v0" in sw.setup
         held = [r for r in sw.rows if not r["fitted"] and r["batch"] <= 32]
         assert len(held) == 5 and all(abs(r["error_pct"]) <= 12.0 for r in held), [(r["batch"], r["error_pct"]) for r in held]
+
+
+def test_specdecode_bench_sweeps_held_out_at_batch_16_within_6_pct():
+    """REGRESSION guard on held-out data: SpecDecode-Bench (arXiv 2601.11580) on one H100, vLLM 0.10-0.11 and SGLang
+    0.5.9, chains and trees, four datasets each, accept length fitted at batch 1: every batch-16 point within 6 %."""
+    v = validate_sweeps()
+    rows = [(s.id, r["error_pct"]) for s in v.sweeps if "specdecodebench" in s.id for r in s.rows
+            if r["batch"] == 16 and not r["fitted"]]
+    assert len(rows) == 24 and all(abs(e) <= 6.0 for _, e in rows), rows

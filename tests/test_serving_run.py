@@ -272,3 +272,10 @@ def test_specdecode_bench_sweeps_held_out_at_batch_16_within_6_pct():
     rows = [(s.id, r["error_pct"]) for s in v.sweeps if "specdecodebench" in s.id for r in s.rows
             if r["batch"] == 16 and not r["fitted"]]
     assert len(rows) == 24 and all(abs(e) <= 6.0 for _, e in rows), rows
+
+
+def test_a_tree_on_a_chains_only_engine_is_warned_about():
+    p = predict(engine="vllm-v0", **{**V0_3090, "topk": 2}, batch=4)
+    assert any("chains only" in w for w in p.warnings), p.warnings
+    assert not any("chains only" in w for w in predict(engine="vllm-v0", batch=4, **V0_3090).warnings)
+    assert not any("chains only" in w for w in predict(engine="vllm", **{**V0_3090, "topk": 2}, batch=4).warnings)

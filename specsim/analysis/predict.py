@@ -136,6 +136,9 @@ def scenario_warnings(sc: Scenario, p: dict | None = None) -> list[str]:
                 "target.architecture is not set (config.json architectures[0])")
         out.append(f"{what}: its layers take the engine's default small kernels ({', '.join(sorted(sc.engine.model_kernels))} "
                    "are itemised)")
+    if sc.engine.chains_only and sc.speculation.topk > 1:
+        out.append(f"{sc.engine.name} verifies chains only (topk 1); this tree (topk {sc.speculation.topk}) is modeled "
+                   "as if it could run there")
     if sc.acceptance.pmf is not None and len(sc.acceptance.pmf) > sc.speculation.steps + 1:
         out.append(f"acceptance PMF has {len(sc.acceptance.pmf)} entries; only lengths 1..{sc.speculation.steps + 1} "
                    "are possible at these steps (the tail is cut)")

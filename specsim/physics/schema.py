@@ -347,6 +347,8 @@ class Engine(_Model):
         False, description="the verify scores each request's num_draft_tokens rows as that many single-token sequences "
         "(vLLM V0's batch-expansion scorer, used whenever CUDA graphs are on): decode attention kernels, each row "
         "reading the request's whole KV cache, instead of one multi-token query over it")
+    chains_only: bool = Field(
+        False, description="the engine verifies chains only (topk = 1): a tree (topk > 1) is modeled but warned about")
     host_expansion_us_per_row_token: float = Field(
         0.0, ge=0, le=1e3, description="host us per expanded verify row per context token (batch expansion copies "
         "each row's token ids into a new sequence): batch x num_draft_tokens x ctx of them per cycle")

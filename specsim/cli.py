@@ -189,6 +189,9 @@ def predict(
     as_json: bool = JsonOpt,
     requests: int | None = typer.Option(None, "--requests", help="a finite benchmark run of this many equal requests "
                                         "on --batch client slots: also the whole run's tok/s (the batch drains in waves)"),
+    prompt_tokens: float | None = typer.Option(None, "--prompt-tokens", help="with --requests: prompt tokens per request; "
+                                               "each wave's prefill then counts in the run (give --output-tokens too)"),
+    output_tokens: float | None = typer.Option(None, "--output-tokens", help="with --requests: output tokens per request"),
     deploy: dict | None = None,
 ) -> None:
     """Predict speculative tok/s, speedup and where the cycle time goes.
@@ -199,20 +202,24 @@ def predict(
     from .analysis.predict import evaluate
 
     scenario, kw = _split_scenario(deploy or {})
+    if requests is None and (prompt_tokens is not None or output_tokens is not None):
+        _fail("prompt-tokens: --prompt-tokens and --output-tokens describe a run: give --requests too")
     sc = build_scenario(scenario, **kw)
     res = evaluate(sc)
     run = None
     if requests is not None:
         from .analysis.run import predict_run
 
-        run = predict_run(requests, sc)
+        run = predict_run(requests, sc, prompt_tokens=prompt_tokens, output_tokens=output_tokens)
     if as_json or fmt == Fmt.json:
         _emit({**res.to_dict(), **({"run": run.to_dict()} if run else {})})
         return
     typer.echo(res._repr_markdown_() if fmt in (Fmt.markdown, Fmt.md) else repr(res))
     if run is not None:
         shape = " + ".join(f"{c} x {n}" for n, c in run.waves)
-        typer.echo(f"run of {run.requests} requests on {run.slots} slots (waves: {shape}), modeled: "
+        pre = (f", prefill of {run.prompt_tokens:g} prompt tokens counted ({run.output_tokens:g} output tokens each)"
+               if run.prompt_tokens is not None else "")
+        typer.echo(f"run of {run.requests} requests on {run.slots} slots (waves: {shape}){pre}, modeled: "
                    f"{run.tok_s:,.1f} tok/s vs {run.baseline_tok_s:,.1f} baseline = {run.speedup:.3f}x")
 
 

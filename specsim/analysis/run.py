@@ -11,8 +11,12 @@ Model: requests of equal length run in waves of ``slots`` and one remainder wave
 
     tok/s = sum(n_w) / sum(step(n_w))    and    spec tok/s = tau x sum(n_w) / sum(cycle(n_w)).
 
-Unequal lengths drain more gradually than waves; prefill is not counted (MT-Bench prompts are
-short next to their answers).
+Unequal lengths drain more gradually than waves. Prefill is counted when the run gives its prompt and
+output lengths (``prompt_tokens``, ``output_tokens``): each wave then first prefills its prompts (the
+target forward over them, eager, and for speculation the draft head's extend over them,
+:func:`~specsim.physics.cycle.prefill_ms`) and decodes ``output_tokens`` per request, as offline
+``LLM.generate`` benchmarks of static batches measure it; otherwise it is left out (MT-Bench prompts
+are short next to their answers).
 """
 
 from __future__ import annotations
@@ -43,6 +47,8 @@ class RunPrediction:
     waves: list[tuple[int, int]]
     tok_s: float
     baseline_tok_s: float
+    prompt_tokens: float | None = None  # per request; with output_tokens, each wave's prefill is counted
+    output_tokens: float | None = None
 
     @property
     def speedup(self) -> float:
@@ -51,20 +57,47 @@ class RunPrediction:
     def to_dict(self) -> dict:
         return {"kind": "modeled", "requests": self.requests, "slots": self.slots,
                 "waves": [{"requests": n, "count": c} for n, c in self.waves],
-                "tok_s": self.tok_s, "baseline_tok_s": self.baseline_tok_s, "speedup": self.speedup}
+                "tok_s": self.tok_s, "baseline_tok_s": self.baseline_tok_s, "speedup": self.speedup,
+                "prefill_counted": self.prompt_tokens is not None,
+                **({"prompt_tokens": self.prompt_tokens, "output_tokens": self.output_tokens}
+                   if self.prompt_tokens is not None else {})}
 
 
-def predict_run(requests: int, scenario=None, **overrides) -> RunPrediction:
-    """Throughput of a closed-loop run of ``requests`` requests on ``batch`` slots (the ``batch`` override)."""
+MAX_RUN_TOKENS = 10_000_000  # prompt or output tokens per request
+
+
+def _check_lengths(prompt_tokens, output_tokens) -> None:
+    if (prompt_tokens is None) != (output_tokens is None):
+        raise SpecsimError("prompt-tokens" if prompt_tokens is None else "output-tokens", None,
+                           "missing: give both the prompt and the output tokens per request (prefill is counted with both)",
+                           show_value=False)
+    for name, v, lo in (("prompt-tokens", prompt_tokens, 1), ("output-tokens", output_tokens, 1)):
+        if v is not None and (not isinstance(v, (int, float)) or isinstance(v, bool) or not lo <= v <= MAX_RUN_TOKENS):
+            raise SpecsimError(name, v, f"allowed: a number of tokens in [{lo}, {MAX_RUN_TOKENS:,}]")
+
+
+def predict_run(requests: int, scenario=None, *, prompt_tokens: float | None = None, output_tokens: float | None = None,
+                **overrides) -> RunPrediction:
+    """Throughput of a closed-loop run of ``requests`` requests on ``batch`` slots (the ``batch`` override);
+    with ``prompt_tokens`` and ``output_tokens`` per request, each wave's prefill is counted too."""
+    from ..physics.cycle import prefill_ms
+    from ..physics.params import scenario_params
     from .build import build_scenario
     from .predict import evaluate
 
+    _check_lengths(prompt_tokens, output_tokens)
     sc = build_scenario(scenario, **overrides)
     slots = sc.workload.batch
     ws = waves(requests, slots)
-    spec_ms = base_ms = 0.0  # ms per token of one request, summed over the waves
+    spec_ms = base_ms = 0.0  # wall ms of the run for one output token per request (prefill: per output token)
     for n, count in ws:  # one evaluation per distinct wave size (at most two)
-        p = evaluate(build_scenario(sc, batch=n))
+        wave = build_scenario(sc, batch=n)
+        p = evaluate(wave)
         spec_ms += count * p.cycle_ms / p.accept_length
         base_ms += count * p.baseline_step_ms
-    return RunPrediction(requests, slots, ws, tok_s=1e3 * requests / spec_ms, baseline_tok_s=1e3 * requests / base_ms)
+        if prompt_tokens is not None:
+            pre = prefill_ms(scenario_params(wave), float(prompt_tokens), float(n))
+            spec_ms += count * (float(pre["target"]) + float(pre["draft"])) / float(output_tokens)
+            base_ms += count * float(pre["target"]) / float(output_tokens)
+    return RunPrediction(requests, slots, ws, tok_s=1e3 * requests / spec_ms, baseline_tok_s=1e3 * requests / base_ms,
+                         prompt_tokens=prompt_tokens, output_tokens=output_tokens)

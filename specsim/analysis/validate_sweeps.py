@@ -138,6 +138,9 @@ def check_sweeps_dataset(d: dict) -> None:
                 check_int(it["requests"], f"{f}.requests", 1, 10_000_000)
             if it.get("stop_strings") is not None and not isinstance(it["stop_strings"], bool):
                 raise SpecsimError(f"{f}.stop_strings", it["stop_strings"], "allowed: true or false")
+            if it.get("static_batch") is not None and not isinstance(it["static_batch"], bool):
+                raise SpecsimError(f"{f}.static_batch", it["static_batch"], "allowed: true or false")
+            _check_dataset_lengths(it, f)
             if key == "configs":
                 cands = it.get("tp_candidates")
                 if cands is not None:
@@ -164,6 +167,28 @@ def check_sweeps_dataset(d: dict) -> None:
                 check_int(r.get("batch"), f"{f}.rows.{j}.batch", *field_range(Workload, "batch"))
                 if r.get("speedup") is not None:
                     check_number(r["speedup"], f"{f}.rows.{j}.speedup", 0, 1e4, lo_open=True)
+
+
+MAX_DATASET_LENGTHS = 1000
+
+
+def _check_dataset_lengths(it: dict, f: str) -> None:
+    """``dataset_lengths``: per dataset of the rows, the mean prompt and output tokens per request."""
+    from ..io.checks import check_number
+    from ..physics.schema import Workload, field_range
+
+    dl = it.get("dataset_lengths")
+    if dl is None:
+        return
+    if not isinstance(dl, dict) or len(dl) > MAX_DATASET_LENGTHS:
+        raise SpecsimError(f"{f}.dataset_lengths", type(dl).__name__ if not isinstance(dl, dict) else len(dl),
+                           f"allowed: an object of at most {MAX_DATASET_LENGTHS} datasets")
+    for name, v in dl.items():
+        g = f"{f}.dataset_lengths.{str(name)[:60]}"
+        if not isinstance(v, dict):
+            raise SpecsimError(g, v, "allowed: an object with input_len and output_len (tokens)")
+        for k in ("input_len", "output_len"):
+            check_number(v.get(k), f"{g}.{k}", 0, field_range(Workload, "ctx")[1], lo_open=True)
 
 
 def _rows(it: dict, f: str):
@@ -202,8 +227,12 @@ def _by_dataset(sw: dict) -> list[dict]:
     if not any(names):
         return [sw]
     out = []
+    lengths = sw.get("dataset_lengths") or {}
     for name in dict.fromkeys(names):
-        out.append({**sw, "id": f"{sw.get('id', '?')}/{name}", "rows": [r for r in sw["rows"] if r.get("dataset") == name]})
+        sub = {**sw, "id": f"{sw.get('id', '?')}/{name}", "rows": [r for r in sw["rows"] if r.get("dataset") == name]}
+        if name in lengths:  # this dataset's mean prompt and output tokens
+            sub.update(input_len=lengths[name]["input_len"], output_len=lengths[name]["output_len"], ctx=None)
+        out.append(sub)
     return out
 
 
@@ -225,14 +254,22 @@ def score_sweep(sw: dict) -> SweepScore:
     if len(rows) < 2:
         return SweepScore(sid, str(sw.get("model")), None, skipped="fewer than two batch sizes")
     b0 = rows[0]
+    # a static batch (offline LLM.generate of one batch at a time) with known lengths: each batch is one wave whose
+    # prefill counts in the wall time
+    lengths = (sw.get("input_len"), sw.get("output_len"))
+    static = bool(sw.get("static_batch")) and all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in lengths)
     setup = (f"{kw['model']} {kw['gpu']} TP{kw['tp']} {kw['engine']} steps={kw['steps']} topk={kw['topk']} ctx={kw['ctx']}"
              + (" stop strings" if kw.get("stop_strings") else "")
-             + (f", a run of {sw['requests']} requests" if sw.get("requests") else ""))
+             + (f", a run of {sw['requests']} requests" if sw.get("requests") else "")
+             + (f", static batches of {lengths[0]:g} + {lengths[1]:g} tokens, prefill counted" if static else ""))
     hi = kw["steps"] + 1.0  # at most steps + 1 tokens commit per cycle, chain or tree
 
     requests = sw.get("requests")  # a finite closed-loop run (the benchmark's own), else a steady stream
 
     def speedup(batch: int, tau: float) -> float:
+        if static:
+            return predict_run(batch, batch=batch, accept=tau, prompt_tokens=float(lengths[0]),
+                               output_tokens=float(lengths[1]), **kw).speedup
         if requests:
             return predict_run(int(requests), batch=batch, accept=tau, **kw).speedup
         return predict(batch=batch, accept=tau, **kw).speedup

@@ -308,6 +308,15 @@ def _throughput(p: Params, tau) -> dict:
             "speedup": tok_s / base_tok_s}
 
 
+def prefill_ms(p: Params, prompt_tokens, batch) -> dict:
+    """Prefill of ``batch`` prompts of ``prompt_tokens`` tokens (ms): the target forward over all of them, run
+    without CUDA graphs (prefill shapes are not captured), each prompt attending over itself; and, for speculation,
+    the draft head's extend over the same tokens (EAGLE's draft prefill on the target's hidden states)."""
+    target = target_forward_ms(p, prompt_tokens, batch=batch, ctx=0.0, graph=0.0, multi_token=True)["total"]
+    draft = draft_forward_ms(p, prompt_tokens, batch=batch, ctx=0.0, graph=0.0, fuse=True)["total"]
+    return {"target": target, "draft": draft}
+
+
 def baseline_step_ms(p: Params) -> dict:
     """One plain decode iteration: target forward + sampling + host (amortised, overlapped)."""
     batch = _num(p["batch"])

@@ -203,7 +203,14 @@ def predict(
 
     scenario, kw = _split_scenario(deploy or {})
     if requests is None and (prompt_tokens is not None or output_tokens is not None):
-        _fail("prompt-tokens: --prompt-tokens and --output-tokens describe a run: give --requests too")
+        _fail(f"{'prompt' if prompt_tokens is not None else 'output'}-tokens: --prompt-tokens and --output-tokens "
+              "describe a run: give --requests too")
+    if requests is not None:
+        from .analysis.run import check_run_lengths, run_ctx
+
+        check_run_lengths(prompt_tokens, output_tokens)
+        if prompt_tokens is not None and "ctx" not in kw:
+            kw["ctx"] = run_ctx(prompt_tokens, output_tokens)  # the run's mean decode context, unless --ctx says otherwise
     sc = build_scenario(scenario, **kw)
     res = evaluate(sc)
     run = None
@@ -217,8 +224,8 @@ def predict(
     typer.echo(res._repr_markdown_() if fmt in (Fmt.markdown, Fmt.md) else repr(res))
     if run is not None:
         shape = " + ".join(f"{c} x {n}" for n, c in run.waves)
-        pre = (f", prefill of {run.prompt_tokens:g} prompt tokens counted ({run.output_tokens:g} output tokens each)"
-               if run.prompt_tokens is not None else "")
+        pre = (f", {run.prompt_tokens:g} prompt + {run.output_tokens:g} output tokens each, prefill counted, "
+               f"decode at ctx {sc.workload.ctx}" if run.prompt_tokens is not None else "")
         typer.echo(f"run of {run.requests} requests on {run.slots} slots (waves: {shape}){pre}, modeled: "
                    f"{run.tok_s:,.1f} tok/s vs {run.baseline_tok_s:,.1f} baseline = {run.speedup:.3f}x")
 

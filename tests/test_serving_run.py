@@ -279,6 +279,12 @@ def test_a_tree_on_a_chains_only_engine_is_warned_about():
     assert any("chains only" in w for w in p.warnings), p.warnings
     assert not any("chains only" in w for w in predict(engine="vllm-v0", batch=4, **V0_3090).warnings)
     assert not any("chains only" in w for w in predict(engine="vllm", **{**V0_3090, "topk": 2}, batch=4).warnings)
+    from specsim.analysis.build import build_scenario
+    from specsim.analysis.sweep import sweep
+
+    sc = build_scenario(engine="vllm-v0", **V0_3090)
+    assert any("chains only" in n for n in sweep(sc, topk=[1, 2], steps=[2]).notes)
+    assert not any("chains only" in n for n in sweep(sc, topk=[1], steps=[2]).notes)
 
 
 # ---- static batches with their prefill counted (offline LLM.generate benchmarks) --------------------------------
@@ -348,20 +354,26 @@ def test_cli_run_with_prefill_round_trip(run_cli):
     assert json.loads(out)["run"]["prefill_counted"] is False
 
 
-@pytest.mark.parametrize("extra,field", [({"dataset_lengths": [1]}, "dataset.sweeps.0.dataset_lengths"),
-                                         ({"dataset_lengths": {"a": 5}}, "dataset.sweeps.0.dataset_lengths.a"),
-                                         ({"dataset_lengths": {"a": {"input_len": -1, "output_len": 5}}},
-                                          "dataset.sweeps.0.dataset_lengths.a.input_len"),
-                                         ({"static_batch": "yes"}, "dataset.sweeps.0.static_batch")])
+@pytest.mark.parametrize("extra,field", [
+    ({"dataset_lengths": [1]}, "dataset.sweeps.0.dataset_lengths"),
+    ({"dataset_lengths": {"A": 5}}, "dataset.sweeps.0.dataset_lengths.A"),
+    ({"dataset_lengths": {"A": {"input_len": -1, "output_len": 5}}}, "dataset.sweeps.0.dataset_lengths.A.input_len"),
+    ({"dataset_lengths": {"A": {"input_len": 0.5, "output_len": 5}}}, "dataset.sweeps.0.dataset_lengths.A.input_len"),
+    ({"dataset_lengths": {"A": {"input_len": 50}}}, "dataset.sweeps.0.dataset_lengths.A.output_len"),
+    ({"dataset_lengths": {"typo": {"input_len": 50, "output_len": 5}}}, "dataset.sweeps.0.dataset_lengths.typo"),
+    ({"static_batch": True}, "dataset.sweeps.0.static_batch"),
+    ({"static_batch": True, "dataset_lengths": {"A": {"input_len": 50, "output_len": 5}}}, "dataset.sweeps.0.static_batch"),
+    ({"static_batch": "yes"}, "dataset.sweeps.0.static_batch")])
 def test_hostile_static_batch_fields(run_cli, tmp_path, extra, field):
     from specsim.io.presets import data_root
 
     d = json.loads(data_root("calibration").joinpath("datasets", "published_batch_sweeps.json").read_text(encoding="utf-8"))
-    sw = {**d["sweeps"][0], **extra}
+    rows = [{"batch": b, "speedup": 1.5, "dataset": name} for name in ("A", "B") for b in (1, 8)]
+    sw = {**d["sweeps"][0], "rows": rows, **extra}
     f = tmp_path / "d.json"
     f.write_text(json.dumps({**d, "sweeps": [sw], "configs": [], "baselines": []}))
     code, _, err = run_cli("validate", str(f))
-    assert code == 2 and err.startswith(f"error: {field}"), err
+    assert code == 2 and err.startswith(f"error: {field}") and len(err.strip().splitlines()) == 1, err
 
 
 def test_specdecode_bench_vllm_llama_sweeps_scored_as_they_ran_within_5_pct():
@@ -380,3 +392,33 @@ def test_specdecode_bench_vllm_llama_sweeps_scored_as_they_ran_within_5_pct():
             "rows": [r for r in sw["rows"] if r["dataset"] == "InstructCoder"], "ctx": 512}
     bare.pop("dataset_lengths")
     assert score_sweep(bare).worst_pct > 12.0
+
+
+def test_batch_expansion_is_a_verify_with_graphs_only():
+    """V0 expands the verify only, and only while it runs CUDA graphs (eager V0 scores with the MQA scorer): a
+    prefill, or any forward with --graph-max 0, is the same on vllm-v0 as on vllm, host copies included."""
+    from specsim.analysis.build import build_scenario
+    from specsim.physics.cycle import prefill_ms
+    from specsim.physics.operators import batch_expansion
+    from specsim.physics.params import scenario_params
+
+    kw = dict(model="llama-3.1-8b", gpu="rtx3090", tp=1, batch=16, ctx=512, accept=1.97)
+    p0, p1 = (scenario_params(build_scenario(engine=e, **kw)) for e in ("vllm-v0", "vllm"))
+    assert prefill_ms(p0, 800.0, 16.0) == prefill_ms(p1, 800.0, 16.0)
+    assert batch_expansion(p0) == 1.0 and batch_expansion(p1) == 0.0
+    e0, e1 = (build_scenario(engine=e, graph_max=0, **kw) for e in ("vllm-v0", "vllm"))
+    assert batch_expansion(scenario_params(e0)) == 0.0
+    a, b = (predict(s) for s in (e0, e1))
+    assert a.verify_breakdown_ms["attention"] == pytest.approx(b.verify_breakdown_ms["attention"], rel=1e-12)
+    assert a.phases_ms["host"] == pytest.approx(b.phases_ms["host"], rel=1e-12)
+
+
+def test_a_prefill_computes_the_logits_of_each_prompts_last_token_only():
+    from specsim.physics.operators import draft_ops, target_ops
+    from specsim.physics.params import scenario_params
+
+    p = scenario_params(specsim_build(8))
+    lm = {op.name: op for op in target_ops(p, 500.0, 8.0, 0.0, 0.0, True, last_logits=True)}["lm_head"]
+    assert lm.m == 8.0
+    assert {op.name: op for op in target_ops(p, 500.0, 8.0, 0.0, 0.0, True)}["lm_head"].m == 4000.0
+    assert {op.name: op for op in draft_ops(p, 500.0, 8.0, 0.0, 0.0, True, last_logits=True)}["lm_head"].m == 8.0

@@ -96,3 +96,14 @@ def test_sweep_matches_predict_under_batch_expansion():
         p = specsim.predict(base, steps=row["steps"], batch=row["batch"], ctx=row["ctx"])
         assert row["verify_ms"] == pytest.approx(p.verify_ms, rel=1e-9)
         assert row["cycle_ms"] == pytest.approx(p.cycle_ms, rel=1e-9)
+
+
+def test_a_tp_axis_through_1_costs_no_collectives_at_tp1():
+    """A TP axis holding 1 and larger sizes: the TP1 points pay no all-reduce (it was the whole axis's flag)."""
+    kw = dict(model="llama-3.1-8b", gpu="h100", accept=2.0)
+    base = specsim.build_scenario(tp=1, **kw)
+    r = sweep(base, steps=[3], tp=[1, 2], batch=[1, 8])
+    for i in range(r.n):
+        row = r.row(i)
+        p = specsim.predict(base, steps=3, tp=row["tp"], batch=row["batch"])
+        assert row["verify_ms"] == pytest.approx(p.verify_ms, rel=1e-9)

@@ -66,26 +66,35 @@ class RunPrediction:
 MAX_RUN_TOKENS = 10_000_000  # prompt or output tokens per request
 
 
-def _check_lengths(prompt_tokens, output_tokens) -> None:
+def run_ctx(prompt_tokens: float, output_tokens: float) -> int:
+    """The mean decode context of requests of these lengths: the prompt plus half the output."""
+    return int(round(float(prompt_tokens) + float(output_tokens) / 2))
+
+
+def check_run_lengths(prompt_tokens, output_tokens, names=("prompt-tokens", "output-tokens")) -> None:
+    """Both or neither, each a number of tokens in [1, MAX_RUN_TOKENS] (``names``: the fields to name)."""
+    import numbers
+
     if (prompt_tokens is None) != (output_tokens is None):
-        raise SpecsimError("prompt-tokens" if prompt_tokens is None else "output-tokens", None,
+        raise SpecsimError(names[0] if prompt_tokens is None else names[1], None,
                            "missing: give both the prompt and the output tokens per request (prefill is counted with both)",
                            show_value=False)
-    for name, v, lo in (("prompt-tokens", prompt_tokens, 1), ("output-tokens", output_tokens, 1)):
-        if v is not None and (not isinstance(v, (int, float)) or isinstance(v, bool) or not lo <= v <= MAX_RUN_TOKENS):
-            raise SpecsimError(name, v, f"allowed: a number of tokens in [{lo}, {MAX_RUN_TOKENS:,}]")
+    for name, v in zip(names, (prompt_tokens, output_tokens)):
+        if v is not None and (not isinstance(v, numbers.Real) or isinstance(v, bool) or not 1 <= float(v) <= MAX_RUN_TOKENS):
+            raise SpecsimError(name, v, f"allowed: a number of tokens in [1, {MAX_RUN_TOKENS:,}]")
 
 
 def predict_run(requests: int, scenario=None, *, prompt_tokens: float | None = None, output_tokens: float | None = None,
                 **overrides) -> RunPrediction:
     """Throughput of a closed-loop run of ``requests`` requests on ``batch`` slots (the ``batch`` override);
-    with ``prompt_tokens`` and ``output_tokens`` per request, each wave's prefill is counted too."""
+    with ``prompt_tokens`` and ``output_tokens`` per request, each wave's prefill is counted too. The decode runs at
+    the scenario's context: for requests of those lengths, :func:`run_ctx` (the CLI's default) is their mean."""
     from ..physics.cycle import prefill_ms
     from ..physics.params import scenario_params
     from .build import build_scenario
     from .predict import evaluate
 
-    _check_lengths(prompt_tokens, output_tokens)
+    check_run_lengths(prompt_tokens, output_tokens)
     sc = build_scenario(scenario, **overrides)
     slots = sc.workload.batch
     ws = waves(requests, slots)

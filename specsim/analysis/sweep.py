@@ -305,6 +305,9 @@ def sweep(
     if accept is not None:
         res.notes.append(f"accept lengths are chain (topk=1) accept lengths at {ref} steps; other step counts and "
                          "trees follow from the per-position profile they imply")
+    if sc.engine.chains_only and any(k > 1 for k in topk):
+        res.notes.append(f"{sc.engine.name} verifies chains only (topk 1): its topk > 1 rows are modeled as if trees "
+                         "could run there")
     res.notes.extend(sc.notes)
     return res
 

@@ -173,22 +173,37 @@ MAX_DATASET_LENGTHS = 1000
 
 
 def _check_dataset_lengths(it: dict, f: str) -> None:
-    """``dataset_lengths``: per dataset of the rows, the mean prompt and output tokens per request."""
-    from ..io.checks import check_number
-    from ..physics.schema import Workload, field_range
+    """``dataset_lengths``: per dataset of the rows, the mean prompt and output tokens per request; a
+    ``static_batch`` sweep needs them (or sweep-level ``input_len`` and ``output_len``) for every dataset it scores,
+    each a run length :func:`~specsim.analysis.run.predict_run` accepts."""
+    from .run import check_run_lengths
 
     dl = it.get("dataset_lengths")
-    if dl is None:
-        return
-    if not isinstance(dl, dict) or len(dl) > MAX_DATASET_LENGTHS:
-        raise SpecsimError(f"{f}.dataset_lengths", type(dl).__name__ if not isinstance(dl, dict) else len(dl),
-                           f"allowed: an object of at most {MAX_DATASET_LENGTHS} datasets")
-    for name, v in dl.items():
-        g = f"{f}.dataset_lengths.{str(name)[:60]}"
-        if not isinstance(v, dict):
-            raise SpecsimError(g, v, "allowed: an object with input_len and output_len (tokens)")
-        for k in ("input_len", "output_len"):
-            check_number(v.get(k), f"{g}.{k}", 0, field_range(Workload, "ctx")[1], lo_open=True)
+    if dl is not None:
+        if not isinstance(dl, dict) or len(dl) > MAX_DATASET_LENGTHS:
+            raise SpecsimError(f"{f}.dataset_lengths", type(dl).__name__ if not isinstance(dl, dict) else len(dl),
+                               f"allowed: an object of at most {MAX_DATASET_LENGTHS} datasets")
+        names = {r.get("dataset") for r in it.get("rows") or [] if isinstance(r, dict)}
+        for name, v in dl.items():
+            g = f"{f}.dataset_lengths.{str(name)[:60]}"
+            if not isinstance(v, dict):
+                raise SpecsimError(g, v, "allowed: an object with input_len and output_len (tokens)")
+            if name not in names:
+                raise SpecsimError(g, name, "no row of this sweep names this dataset", show_value=False)
+            check_run_lengths(v.get("input_len"), v.get("output_len"), (f"{g}.input_len", f"{g}.output_len"))
+            if v.get("input_len") is None:
+                raise SpecsimError(f"{g}.input_len", None, "missing: give input_len and output_len", show_value=False)
+    if it.get("static_batch"):
+        names = [r.get("dataset") for r in it.get("rows") or [] if isinstance(r, dict)] or [None]
+        for name in dict.fromkeys(names):
+            own = (dl or {}).get(name) if name is not None else None
+            lengths = (own["input_len"], own["output_len"]) if own else (it.get("input_len"), it.get("output_len"))
+            where = f"{f}.dataset_lengths.{str(name)[:60]}" if name is not None and dl is not None else f
+            if lengths[0] is None or lengths[1] is None:
+                raise SpecsimError(f"{f}.static_batch", True, f"a static batch counts its prefill: give {where}"
+                                   + (" (input_len, output_len)" if where != f else " input_len and output_len"),
+                                   show_value=False)
+            check_run_lengths(*lengths, (f"{where}.input_len", f"{where}.output_len"))
 
 
 def _rows(it: dict, f: str):
@@ -421,9 +436,27 @@ def is_sweeps_dataset(name: str) -> bool:
     return '"throughput_sweeps"' in head
 
 
-def held_out_errors(v: SweepValidation) -> list[float]:
-    """Absolute % errors of every held-out sweep row."""
-    return [abs(r["error_pct"]) for s in v.sweeps for r in s.rows if not r["fitted"]]
+SERVING_BATCH_MAX = 64  # the batches the serving-batch issue scores (its "every batch up to 64")
+WITHIN_PCT = 12.0
+
+
+def held_out_errors(v: SweepValidation, max_batch: int | None = None) -> list[float]:
+    """Absolute % errors of every held-out sweep row (up to ``max_batch`` requests when given)."""
+    return [abs(r["error_pct"]) for s in v.sweeps for r in s.rows
+            if not r["fitted"] and (max_batch is None or r["batch"] <= max_batch)]
+
+
+def held_out_summary(v: SweepValidation) -> str:
+    """One line: every held-out sweep row, and those up to batch 64 with how many are within 12 %."""
+    errs, upto = held_out_errors(v), held_out_errors(v, SERVING_BATCH_MAX)
+    if not errs:
+        return ""
+    out = f"held-out sweep rows: {len(errs)}, MAPE {sum(errs) / len(errs):.1f} %, worst {max(errs):.1f} %"
+    if upto:
+        within = sum(e <= WITHIN_PCT for e in upto)
+        out += (f"; up to batch {SERVING_BATCH_MAX}: {len(upto)} rows, {within} within {WITHIN_PCT:g} %, "
+                f"MAPE {sum(upto) / len(upto):.1f} %, worst {max(upto):.1f} %")
+    return out
 
 
 def config_errors(v: SweepValidation, tree: bool | None = None, groups: list[ConfigScore] | None = None) -> list[float]:
@@ -472,9 +505,8 @@ def sweeps_text(v: SweepValidation) -> str:
         note = "; its source reports these runs as a performance bug: shown, not scored" if c.source_reports_bug else ""
         parts.append(table_text(["benchmark", "batch", "steps,topk,tokens", "accept (measured)", "published x", "modeled x",
                                  "error %", ""], rows, f"{c.id}: {c.setup}, the measured accept length in{note}"))
-    errs = held_out_errors(v)
-    if errs:
-        parts.append(f"held-out sweep rows: {len(errs)}, MAPE {sum(errs) / len(errs):.1f}%, worst {max(errs):.1f}%")
+    if held_out_errors(v):
+        parts.append(held_out_summary(v))
     if any(c.rows for c in v.configs):
         parts.append(f"configurations held out (measured accept length): {_mape(config_errors(v))}; chains "
                      f"{_mape(config_errors(v, False))}; trees (topk > 1) {_mape(config_errors(v, True))}")
@@ -511,9 +543,9 @@ def sweeps_markdown(v: SweepValidation) -> str:
     if v.baselines:
         parts.append(table_markdown(["batch-1 baseline (zero-shot)", "published tok/s", "modeled tok/s", "error %"],
                                     [[b["setup"], b["published_tok_s"], b["predicted_tok_s"], b["error_pct"]] for b in v.baselines]))
-    errs = held_out_errors(v)
-    if errs:
-        parts.append(f"Held-out sweep rows: {len(errs)}, MAPE {sum(errs) / len(errs):.1f} %, worst {max(errs):.1f} %.")
+    if held_out_errors(v):
+        line = held_out_summary(v)
+        parts.append(line[0].upper() + line[1:] + ".")
     scored = [c for c in v.configs if not c.skipped]
     if scored:
         rows = []

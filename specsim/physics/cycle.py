@@ -15,7 +15,7 @@ import numpy as np
 from .cost import draft_forward_ms, target_forward_ms
 from .numeric import maximum as _maximum
 from .numeric import num as _num
-from .operators import FLAT, LOGIT_BYTES, host_planned_tree, memo
+from .operators import FLAT, LOGIT_BYTES, batch_expansion, host_planned_tree, memo
 from .params import Params
 
 PHASES = ("draft", "verify", "accept", "draft_extend", "host")
@@ -88,7 +88,7 @@ def verify_breakdown(p: Params, num_draft_tokens=None, batch=None, ctx=None, kee
     w = graph_width(p, b, ndt, g)
     real = _num(p["batch"] if batch is None else batch) * _num(ndt)
     return target_forward_ms(p, w, batch=b, ctx=ctx, graph=g, multi_token=_num(ndt) > 1, routed_tokens=real,
-                             keep_rows=keep_rows)
+                             keep_rows=keep_rows, verify=True)
 
 
 def decode_breakdown(p: Params, batch=None) -> dict:
@@ -150,7 +150,8 @@ def _with_host(p: Params, tau, gpu: dict) -> dict:
                                                  + (tau + 1) * p["stop_check_us"]) / 1e3
                + tree * (p["steps"] + 1) * p["tree_plan_us"] / 1e3
                # batch expansion: every verify row's token ids copied into a sequence of its own (context-long)
-               + batch * p["num_draft_tokens"] * _num(p["ctx"]) * p["host_expansion_us_per_row_token"] / 1e3)
+               + batch * p["num_draft_tokens"] * _num(p["ctx"]) * p["host_expansion_us_per_row_token"] * batch_expansion(p)
+               / 1e3)
     syncs_ms = (p["host_syncs_per_cycle"] + tree * p["tree_host_syncs_per_cycle"]) * (p["host_sync_us"] / 1e3) * (1 - overlap)
     exposed_host = (1 - overlap) * host_ms + overlap * _maximum(host_ms - gpu["gpu"], 0.0) + syncs_ms
     return {"draft": gpu["draft"], "verify": gpu["verify"], "accept": gpu["accept"], "draft_extend": gpu["draft_extend"],
@@ -312,8 +313,8 @@ def prefill_ms(p: Params, prompt_tokens, batch) -> dict:
     """Prefill of ``batch`` prompts of ``prompt_tokens`` tokens (ms): the target forward over all of them, run
     without CUDA graphs (prefill shapes are not captured), each prompt attending over itself; and, for speculation,
     the draft head's extend over the same tokens (EAGLE's draft prefill on the target's hidden states)."""
-    target = target_forward_ms(p, prompt_tokens, batch=batch, ctx=0.0, graph=0.0, multi_token=True)["total"]
-    draft = draft_forward_ms(p, prompt_tokens, batch=batch, ctx=0.0, graph=0.0, fuse=True)["total"]
+    target = target_forward_ms(p, prompt_tokens, batch=batch, ctx=0.0, graph=0.0, multi_token=True, last_logits=True)["total"]
+    draft = draft_forward_ms(p, prompt_tokens, batch=batch, ctx=0.0, graph=0.0, fuse=True, last_logits=True)["total"]
     return {"target": target, "draft": draft}
 
 

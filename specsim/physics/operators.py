@@ -157,14 +157,22 @@ def _attention_flop_rate(p: Params):
                 p["attention_flop_efficiency"])
 
 
-def _attention_rows(p: Params, b, w, multi):
+def batch_expansion(p: Params):
+    """1 where the engine scores a verify by batch expansion (``verify_batch_expansion``): vLLM V0 does whenever it
+    runs CUDA graphs at all (``enforce_eager`` off: spec_decode_worker.py disables the MQA scorer then); with no
+    graph captured it scores with one multi-token query per request (the MQA scorer); else 0."""
+    captured = float(np.max(p["capture_batch_sizes"])) > 0.0
+    return p["verify_batch_expansion"] * _num(p["graph_verify"]) * captured
+
+
+def _attention_rows(p: Params, b, w, multi, verify: bool):
     """(requests, query rows per request, multi-token kernel?) of a forward's attention: as the forward runs, or,
-    for a multi-token forward under ``verify_batch_expansion``, b x w single-token sequences on decode kernels,
+    for a verify under batch expansion (:func:`batch_expansion`), b x w single-token sequences on decode kernels,
     each reading its request's whole KV cache (vLLM V0's batch-expansion scorer)."""
     expand = p["verify_batch_expansion"]
-    if np.ndim(expand) == 0 and not expand:
+    if not verify or (np.ndim(expand) == 0 and not expand):
         return b, w, multi
-    ex = _where(multi, expand, 0.0)
+    ex = _where(multi, batch_expansion(p), 0.0)
     b_att, w_att = b * (1 + ex * (w - 1)), w - ex * (w - 1)
     if np.ndim(ex) == 0 and np.ndim(multi) == 0:
         return b_att, w_att, bool(multi) and not ex
@@ -183,7 +191,7 @@ def _tp_collectives(p: Params, graph, layers, n, h, logit_rows, vocab) -> list[O
     and the all-gather of logit_rows x vocab fp32 logits; none at TP 1."""
     alpha, bw = _allreduce_params(p, graph)
     tp = p["tp"]
-    tp_on = float(np.all(np.asarray(tp) <= 1)) == 0.0
+    tp_on = float(tp > 1) if np.ndim(tp) == 0 else (np.asarray(tp) > 1).astype(float)  # per point: none at TP 1
     return [
         Op("allreduce", "collective", "comm", (layers * p["allreduces_per_layer"] + 1) * tp_on,
            bytes=n * h * ACT_BYTES, fixed_us=allreduce_us(n * h * ACT_BYTES, tp, alpha, bw)),
@@ -246,8 +254,9 @@ def _routed_expert_ops(p: Params, Lm, n, k, E, h, ei, reads, active, br, fr) -> 
 
 
 def target_ops(p: Params, tokens_per_request, batch=None, ctx=None, graph=None, multi_token=None,
-               routed_tokens=None) -> list[Op]:
-    """Operators of the target forward over batch x tokens_per_request new tokens."""
+               routed_tokens=None, verify: bool = False, last_logits: bool = False) -> list[Op]:
+    """Operators of the target forward over batch x tokens_per_request new tokens (``verify``: a speculative verify,
+    which an engine may batch-expand; ``last_logits``: logits for each request's last token only, as a prefill)."""
     w = _num(tokens_per_request)
     b = _num(p["batch"] if batch is None else batch)
     c = _num(p["ctx"] if ctx is None else ctx)
@@ -269,7 +278,7 @@ def target_ops(p: Params, tokens_per_request, batch=None, ctx=None, graph=None, 
 
     # the attention kernels' requests, rows per request and kind: a verify under batch expansion runs every row as a
     # single-token sequence of its own (b x w decode queries, each over the whole KV cache of its request)
-    b_att, w_att, multi_att = _attention_rows(p, b, w, multi)
+    b_att, w_att, multi_att = _attention_rows(p, b, w, multi, verify)
 
     # --- attention, GQA (weights sharded by heads; KV heads replicate when tp > num_kv_heads)
     ops += _gqa_ops(p, gqa, L, fused, n, h, b_att, w_att, multi_att, heads_r, kv_r, ctx_eff, ba, fa)
@@ -371,7 +380,7 @@ def target_ops(p: Params, tokens_per_request, batch=None, ctx=None, graph=None, 
     ]
 
     # --- collectives: per-layer all-reduces, embedding all-reduce, logits all-gather
-    rows = _where(multi, n, b)  # decode computes logits for the last token only
+    rows = b if last_logits else _where(multi, n, b)  # decode (and prefill) computes logits for the last token only
     ops += _tp_collectives(p, graph, L, n, h, rows, p["vocab"])
 
     # --- embedding lookup, final norm, lm_head (vocab-parallel)
@@ -384,7 +393,8 @@ def target_ops(p: Params, tokens_per_request, batch=None, ctx=None, graph=None, 
     return ops
 
 
-def draft_ops(p: Params, tokens_per_request, batch=None, ctx=None, graph=None, fuse=False) -> list[Op]:
+def draft_ops(p: Params, tokens_per_request, batch=None, ctx=None, graph=None, fuse=False,
+              last_logits: bool = False) -> list[Op]:
     """Operators of one EAGLE-3 head forward (one Llama-style layer on [embedding; hidden]).
 
     ``fuse`` adds the fc that fuses 3 target hidden states (draft-extend). The head's lm_head
@@ -418,6 +428,7 @@ def draft_ops(p: Params, tokens_per_request, batch=None, ctx=None, graph=None, f
     nsmall = _maximum(p["draft_kernels_per_layer"] - 6 - p["allreduces_per_layer"], 0.0)
     ops.append(_elem("norms_rope_act_store", "attention", L * nsmall, p, 4 * n * h * ACT_BYTES))
     ops.append(_elem("embedding_norm", "head", 2.0, p, 4 * n * h * ACT_BYTES))
-    allreduce, allgather = _tp_collectives(p, graph, L, n, h, n, p["draft_vocab"])
-    ops += [allreduce, _gemm("lm_head", "head", 1.0, p, n, h, vr, by, fl), allgather]
+    rows = b if last_logits else n  # a prefill's draft extend: the next draft token after each prompt only
+    allreduce, allgather = _tp_collectives(p, graph, L, n, h, rows, p["draft_vocab"])
+    ops += [allreduce, _gemm("lm_head", "head", 1.0, p, rows, h, vr, by, fl), allgather]
     return ops

@@ -422,3 +422,14 @@ def test_a_prefill_computes_the_logits_of_each_prompts_last_token_only():
     assert lm.m == 8.0
     assert {op.name: op for op in target_ops(p, 500.0, 8.0, 0.0, 0.0, True)}["lm_head"].m == 4000.0
     assert {op.name: op for op in draft_ops(p, 500.0, 8.0, 0.0, 0.0, True, last_logits=True)}["lm_head"].m == 8.0
+
+
+def test_a_token_captured_engine_runs_eagerly_past_its_largest_graph():
+    """vLLM captures graphs by token count (up to 512 tokens by default): a verify of 200 x 4 tokens is eager (no
+    graph replay, host launches), one of 64 x 4 replays its padded graph."""
+    from specsim.analysis.predict import operator_table
+
+    kw = dict(model="llama-3.1-8b", gpu="h100", tp=1, engine="vllm", ctx=512)
+    small, big = (operator_table(4, None, batch=b, **kw) for b in (64, 200))
+    assert any(r["name"] == "graph_replay" for r in small.rows)
+    assert not any(r["name"] == "graph_replay" for r in big.rows)

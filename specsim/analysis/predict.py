@@ -290,14 +290,15 @@ def operator_table(tokens: int = 3, scenario: str | Scenario | None = None, **ov
 
     Launch cost and graph replay are rows of their own, so the rows add up to the verify time.
     """
-    from ..physics.cycle import graph_batch
+    from ..physics.cycle import graph_batch, graph_width
 
     if int(tokens) < 1:
         raise SpecsimError("tokens", tokens, "token counts must be integers >= 1")
     sc = build_scenario(scenario, **overrides)
     p = scenario_params(sc)
     out = verify_breakdown(p, num_draft_tokens=float(tokens), keep_rows=True)
-    _, g = graph_batch(p, p["batch"], p["graph_verify"])  # whether the verify replays a graph at this batch
+    b, g = graph_batch(p, p["batch"], p["graph_verify"])  # whether the verify replays a graph at this batch ...
+    _, g = graph_width(p, b, float(tokens), g)  # ... and at this many tokens (token-captured engines)
     total = float(out["total"])
     rows = []
     for r in out["rows"]:

@@ -43,22 +43,24 @@ def _pad_batch(sizes, b):
 
 
 def graph_width(p: Params, batch, width, graph):
-    """vLLM-style token padding: a graph replay runs batch x width padded up to a captured size."""
+    """vLLM-style token padding: ``(width, graph)`` of a forward of batch x width tokens. A graph replay runs them
+    padded up to the next captured token count; past the largest one the forward runs eagerly (graph 0)."""
     sizes = np.asarray(p["capture_token_sizes"], dtype=float)
     scalar = isinstance(batch, (float, int)) and isinstance(width, (float, int)) and isinstance(graph, (float, int))
     if sizes.size == 0:
-        return float(width) if scalar else np.asarray(width, dtype=float)
+        return (float(width), graph) if scalar else (np.asarray(width, dtype=float), graph)
     if scalar:
         n = float(batch) * float(width)
         idx = int(np.searchsorted(sizes, n, side="left"))
         fits = idx < len(sizes)
-        return float(sizes[idx]) / float(batch) if (graph > 0 and fits) else float(width)
+        g = float(graph) * fits
+        return (float(sizes[idx]) / float(batch) if (g > 0) else float(width)), g
     n = np.asarray(batch, dtype=float) * np.asarray(width, dtype=float)
     idx = np.searchsorted(sizes, n, side="left")
     fits = idx < len(sizes)
     padded = np.where(fits, sizes[np.minimum(idx, len(sizes) - 1)], n)
-    g = np.asarray(graph, dtype=float) > 0
-    return np.where(g & fits, padded / np.asarray(batch, dtype=float), np.asarray(width, dtype=float))
+    g = np.asarray(graph, dtype=float) * fits
+    return np.where(g > 0, padded / np.asarray(batch, dtype=float), np.asarray(width, dtype=float)), g
 
 
 def vocab_pass_us(p: Params, rows, vocab, topk_over_one=False):
@@ -85,7 +87,7 @@ def verify_breakdown(p: Params, num_draft_tokens=None, batch=None, ctx=None, kee
     (``keep_rows``: with the per-operator rows of ``specsim verify --breakdown``)."""
     ndt = p["num_draft_tokens"] if num_draft_tokens is None else num_draft_tokens
     b, g = graph_batch(p, p["batch"] if batch is None else batch, p["graph_verify"])
-    w = graph_width(p, b, ndt, g)
+    w, g = graph_width(p, b, ndt, g)
     real = _num(p["batch"] if batch is None else batch) * _num(ndt)
     return target_forward_ms(p, w, batch=b, ctx=ctx, graph=g, multi_token=_num(ndt) > 1, routed_tokens=real,
                              keep_rows=keep_rows, verify=True)
@@ -94,7 +96,8 @@ def verify_breakdown(p: Params, num_draft_tokens=None, batch=None, ctx=None, kee
 def decode_breakdown(p: Params, batch=None) -> dict:
     """Target forward of the plain 1-token decode step (ms by component)."""
     b, g = graph_batch(p, p["batch"] if batch is None else batch, p["graph_decode"])
-    return target_forward_ms(p, graph_width(p, b, 1.0, g), batch=b, graph=g, multi_token=False)
+    w, g = graph_width(p, b, 1.0, g)
+    return target_forward_ms(p, w, batch=b, graph=g, multi_token=False)
 
 
 def cycle_phases_ms(p: Params, tau, verify_parts: dict | None = None) -> dict:

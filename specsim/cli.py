@@ -206,7 +206,7 @@ def predict(
         _fail(f"{'prompt' if prompt_tokens is not None else 'output'}-tokens: --prompt-tokens and --output-tokens "
               "describe a run: give --requests too")
     if requests is not None:
-        from .analysis.run import check_run_lengths, run_ctx
+        from .analysis.run import check_run_lengths, predict_run, run_ctx
 
         check_run_lengths(prompt_tokens, output_tokens)
         if prompt_tokens is not None and "ctx" not in kw:
@@ -215,8 +215,6 @@ def predict(
     res = evaluate(sc)
     run = None
     if requests is not None:
-        from .analysis.run import predict_run
-
         run = predict_run(requests, sc, prompt_tokens=prompt_tokens, output_tokens=output_tokens)
     if as_json or fmt == Fmt.json:
         _emit({**res.to_dict(), **({"run": run.to_dict()} if run else {})})

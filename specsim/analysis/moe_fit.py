@@ -167,7 +167,6 @@ def fit(pairs: list, keep: list[int] | None = None, names: tuple[str, ...] | Non
     the table's start values); returns the values, the fitted points' stats and the others' (held out).
     ``prior_sd_log``: each parameter also pulled toward its start with that spread (log units), so what a few
     points do not pin stays near the start instead of wandering to a bound."""
-    import numpy as np
     from scipy.optimize import least_squares
 
     names = list(names or GRID_PARAMS)

@@ -196,8 +196,9 @@ def _check_dataset_lengths(it: dict, f: str) -> None:
     if it.get("static_batch"):
         names = [r.get("dataset") for r in it.get("rows") or [] if isinstance(r, dict)] or [None]
         for name in dict.fromkeys(names):
-            own = (dl or {}).get(name) if name is not None else None
-            lengths = (own["input_len"], own["output_len"]) if own else (it.get("input_len"), it.get("output_len"))
+            if name is not None and name in (dl or {}):
+                continue  # its own lengths, checked above
+            lengths = (it.get("input_len"), it.get("output_len"))
             where = f"{f}.dataset_lengths.{str(name)[:60]}" if name is not None and dl is not None else f
             if lengths[0] is None or lengths[1] is None:
                 raise SpecsimError(f"{f}.static_batch", True, f"a static batch counts its prefill: give {where}"
@@ -505,8 +506,9 @@ def sweeps_text(v: SweepValidation) -> str:
         note = "; its source reports these runs as a performance bug: shown, not scored" if c.source_reports_bug else ""
         parts.append(table_text(["benchmark", "batch", "steps,topk,tokens", "accept (measured)", "published x", "modeled x",
                                  "error %", ""], rows, f"{c.id}: {c.setup}, the measured accept length in{note}"))
-    if held_out_errors(v):
-        parts.append(held_out_summary(v))
+    summary = held_out_summary(v)
+    if summary:
+        parts.append(summary)
     if any(c.rows for c in v.configs):
         parts.append(f"configurations held out (measured accept length): {_mape(config_errors(v))}; chains "
                      f"{_mape(config_errors(v, False))}; trees (topk > 1) {_mape(config_errors(v, True))}")
@@ -543,9 +545,9 @@ def sweeps_markdown(v: SweepValidation) -> str:
     if v.baselines:
         parts.append(table_markdown(["batch-1 baseline (zero-shot)", "published tok/s", "modeled tok/s", "error %"],
                                     [[b["setup"], b["published_tok_s"], b["predicted_tok_s"], b["error_pct"]] for b in v.baselines]))
-    if held_out_errors(v):
-        line = held_out_summary(v)
-        parts.append(line[0].upper() + line[1:] + ".")
+    summary = held_out_summary(v)
+    if summary:
+        parts.append(summary[0].upper() + summary[1:] + ".")
     scored = [c for c in v.configs if not c.skipped]
     if scored:
         rows = []

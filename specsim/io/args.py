@@ -226,10 +226,10 @@ def install_click_number_checks() -> None:
     except (ImportError, AttributeError):  # pragma: no cover - other typer versions
         pass
     # typer < 0.29: click's FLOAT / INT types (click itself, or the copy typer >= 0.26 vendors as typer._click)
+    import importlib
+
     for module in ("typer._click.types", "click.types"):
         try:
-            import importlib
-
             ct = importlib.import_module(module)
         except ImportError:
             continue

@@ -121,6 +121,11 @@ def load_profile(path, max_bytes: int = MAX_BYTES) -> dict:
 
 
 # --------------------------------------------------------------------------------- validation
+def _short(v) -> str:
+    r = repr(v)
+    return r if len(r) <= 60 else r[:57] + "..."
+
+
 def _num(v, field, problems, positive=True, allow_none=False, integer=False):
     if v is None and allow_none:
         return
@@ -136,8 +141,7 @@ def _num(v, field, problems, positive=True, allow_none=False, integer=False):
         ok = v >= 0
     if not ok:
         kind = "a positive" if positive else "a non-negative"
-        shown = repr(v) if len(repr(v)) <= 60 else repr(v)[:57] + "..."
-        problems.append(f"{field}: must be {kind} finite {'integer' if integer else 'number'}, got {shown}")
+        problems.append(f"{field}: must be {kind} finite {'integer' if integer else 'number'}, got {_short(v)}")
 
 
 def _points(section, key, field, problems, required):
@@ -172,11 +176,6 @@ def _points(section, key, field, problems, required):
 MOE_POINTS_MAX = 2_000  # a full run writes 132; every --profile refits them (~3 s per 132)
 MOE_M_MAX = 1_000_000  # tokens per call
 MOE_BLOCK_MAX = 1024  # Triton tile sides
-
-
-def _short(v) -> str:
-    r = repr(v)
-    return r if len(r) <= 60 else r[:57] + "..."
 
 
 def _in_range(v, lo, hi, field, problems) -> None:

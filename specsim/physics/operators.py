@@ -161,18 +161,21 @@ def batch_expansion(p: Params):
     """1 where the engine scores a verify by batch expansion (``verify_batch_expansion``): vLLM V0 does whenever it
     runs CUDA graphs at all (``enforce_eager`` off: spec_decode_worker.py disables the MQA scorer then); with no
     graph captured it scores with one multi-token query per request (the MQA scorer); else 0."""
+    expand = p["verify_batch_expansion"]
+    if np.ndim(expand) == 0 and not expand:
+        return 0.0
     captured = float(np.max(p["capture_batch_sizes"])) > 0.0
-    return p["verify_batch_expansion"] * _num(p["graph_verify"]) * captured
+    return expand * _num(p["graph_verify"]) * captured
 
 
 def _attention_rows(p: Params, b, w, multi, verify: bool):
     """(requests, query rows per request, multi-token kernel?) of a forward's attention: as the forward runs, or,
     for a verify under batch expansion (:func:`batch_expansion`), b x w single-token sequences on decode kernels,
     each reading its request's whole KV cache (vLLM V0's batch-expansion scorer)."""
-    expand = p["verify_batch_expansion"]
-    if not verify or (np.ndim(expand) == 0 and not expand):
+    expand = batch_expansion(p) if verify else 0.0
+    if np.ndim(expand) == 0 and not expand:
         return b, w, multi
-    ex = _where(multi, batch_expansion(p), 0.0)
+    ex = _where(multi, expand, 0.0)
     b_att, w_att = b * (1 + ex * (w - 1)), w - ex * (w - 1)
     if np.ndim(ex) == 0 and np.ndim(multi) == 0:
         return b_att, w_att, bool(multi) and not ex

@@ -130,6 +130,9 @@ AcceptRatesOpt = typer.Option(None, "--accept-rates", help="conditional acceptan
 StopStringsOpt = typer.Option(None, "--stop-strings/--no-stop-strings", help="requests carry stop strings (SGLang "
                               "frontend programs add their chat template's): the engine decodes the output tail at "
                               "every finish check (default: the scenario's workload)")
+MaxRunningOpt = typer.Option(None, "--max-running-requests", help="the launch's cap on requests run at once "
+                             "(SGLang's flag of that name); batch past it waits in the queue (default: the engine "
+                             "preset's; SGLang runs 48 at once with speculation on)")
 JsonOpt = typer.Option(False, "--json", help="print one JSON object instead of text")
 
 _DEPLOYMENT = (  # (parameter, type, option): one definition, reused by every planning command
@@ -139,7 +142,7 @@ _DEPLOYMENT = (  # (parameter, type, option): one definition, reused by every pl
     ("topk", int | None, TopkOpt), ("draft_tokens", int | None, DraftTokensOpt),
     ("accept", float | None, AcceptOpt), ("accept_rates", str | None, AcceptRatesOpt),
     ("profile", str | None, ProfileOpt), ("graph_max", int | None, GraphMaxOpt),
-    ("stop_strings", bool | None, StopStringsOpt),
+    ("stop_strings", bool | None, StopStringsOpt), ("max_running_requests", int | None, MaxRunningOpt),
 )
 
 
@@ -222,6 +225,8 @@ def predict(
     typer.echo(res._repr_markdown_() if fmt in (Fmt.markdown, Fmt.md) else repr(res))
     if run is not None:
         shape = " + ".join(f"{c} x {n}" for n, c in run.waves)
+        if run.baseline_waves:
+            shape += "; baseline " + " + ".join(f"{c} x {n}" for n, c in run.baseline_waves)
         pre = (f", {run.prompt_tokens:g} prompt + {run.output_tokens:g} output tokens each, prefill counted, "
                f"decode at ctx {sc.workload.ctx}" if run.prompt_tokens is not None else "")
         typer.echo(f"run of {run.requests} requests on {run.slots} slots (waves: {shape}){pre}, modeled: "

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from ..errors import SpecsimError
 from ..io.presets import get_engine, get_gpu, get_model, load_scenario, moe_config_tuned, preset_key, scenario_from_dict
-from ..physics.schema import Parallel, Scenario, Speculation, Workload, check_field
+from ..physics.schema import Engine, Parallel, Scenario, Speculation, Workload, check_field
 
 
 def check_tp(tp: int, target_heads: int, draft_heads: int) -> None:
@@ -136,6 +136,7 @@ def build_scenario(
     profile: str | None = None,
     graph_max: int | None = None,
     stop_strings: bool | None = None,
+    max_running_requests: int | None = None,
 ) -> Scenario:
     """A base scenario (name, file or object; default ``kimi-k2.5-seed``) with overrides applied.
 
@@ -146,6 +147,9 @@ def build_scenario(
     batches run that phase eagerly.
     ``stop_strings``: whether the requests carry stop strings (the engine's finish checks then
     decode the output tail, ``engine.stop_check_us`` each).
+    ``max_running_requests``: the launch's cap on requests run at once, speculation on or off
+    (SGLang's ``--max-running-requests``): it replaces the engine's speculative default (48 in
+    SGLang); batch past it waits in the queue.
 
     The one override policy of every command:
 
@@ -220,7 +224,8 @@ def build_scenario(
     else:
         # the same deployment: components no override touches are kept as the validated objects they are (pydantic
         # does not validate a model instance again); the rest are plain data to change
-        same = gpu is None and tp is None and dtype is None and graph_max is None and not redeployed
+        same = (gpu is None and tp is None and dtype is None and graph_max is None and max_running_requests is None
+                and not redeployed)
         kept = {"gpu", "target", "draft", "engine", "parallel"} if same else set()
         data = sc.model_dump(exclude=kept)
         data.update({k: getattr(sc, k) for k in kept})
@@ -297,6 +302,12 @@ def build_scenario(
             if eng["capture_token_sizes"] is None:
                 eng["capture_batch_sizes"] = []
         eng.setdefault("sources", {})["capture_batch_sizes"] = f"--graph-max {graph_max} (user)"
+    if max_running_requests is not None:
+        if not isinstance(max_running_requests, int) or isinstance(max_running_requests, bool):
+            raise SpecsimError("max-running-requests", max_running_requests, "allowed: an integer in [1, 10000000]")
+        check_field(Engine, "max_running_requests", max_running_requests, "max-running-requests")
+        data["engine"]["max_running_requests"] = max_running_requests
+        data["engine"].setdefault("sources", {})["max_running_requests"] = f"--max-running-requests {max_running_requests} (user)"
     if redeployed:
         set_moe_config(data)
     out = scenario_from_dict(data, "scenario")

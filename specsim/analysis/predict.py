@@ -42,6 +42,8 @@ class Prediction:
     acceptance_rates: list[float]
     measured: dict[str, object] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
+    running_requests: int | None = None  # requests the speculative run runs at once (the batch, or the engine's cap)
+    baseline_running_requests: int | None = None
 
     @property
     def phases_pct(self) -> dict[str, float]:
@@ -72,6 +74,8 @@ class Prediction:
             "phases_ms": self.phases_ms,
             "phases_pct": self.phases_pct,
             "verify_breakdown_ms": self.verify_breakdown_ms,
+            "running_requests": self.running_requests,
+            "baseline_running_requests": self.baseline_running_requests,
             "measured": self.measured,
             "warnings": self.warnings,
         }
@@ -139,9 +143,28 @@ def scenario_warnings(sc: Scenario, p: dict | None = None) -> list[str]:
     if sc.engine.chains_only and sc.speculation.topk > 1:
         out.append(f"{sc.engine.name} verifies chains only (topk 1); this tree (topk {sc.speculation.topk}) is modeled "
                    "as if it could run there")
+    out += running_cap_warnings(sc)
     if sc.acceptance.pmf is not None and len(sc.acceptance.pmf) > sc.speculation.steps + 1:
         out.append(f"acceptance PMF has {len(sc.acceptance.pmf)} entries; only lengths 1..{sc.speculation.steps + 1} "
                    "are possible at these steps (the tail is cut)")
+    return out
+
+
+def running_cap_warnings(sc: Scenario) -> list[str]:
+    """The batch past the engine's cap on requests run at once: it waits in the queue."""
+    e, b = sc.engine, sc.workload.batch
+    spec_cap = e.max_running_requests or e.spec_max_running_requests
+    out = []
+    if spec_cap is not None and b > spec_cap:
+        why = ("the launch's --max-running-requests" if e.max_running_requests else
+               "its default with speculation on, as --max-running-requests is not set")
+        out.append(f"{e.name} runs at most {spec_cap} requests at once ({why}): with speculation {b - spec_cap} of the "
+                   f"batch of {b} wait in the queue, and speculative tok/s is that of {spec_cap} running"
+                   + ("" if e.max_running_requests else
+                      f" while plain decode runs all {b}; give --max-running-requests to model a launch that raises it"))
+    elif e.max_running_requests is not None and b > e.max_running_requests:
+        out.append(f"{e.name} runs at most {e.max_running_requests} requests at once (--max-running-requests): "
+                   f"{b - e.max_running_requests} of the batch of {b} wait in the queue")
     return out
 
 
@@ -169,6 +192,7 @@ def evaluate(sc: Scenario) -> Prediction:
         phases_ms={k: float(phases[k]) for k in PHASES},
         verify_breakdown_ms={k: float(vb[k]) for k in COMPONENTS},
         acceptance_rates=[float(x) for x in rates[: s.steps]], measured=measured, warnings=warnings,
+        running_requests=int(th["running_requests"]), baseline_running_requests=int(th["baseline_running_requests"]),
     )
 
 

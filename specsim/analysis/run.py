@@ -6,7 +6,8 @@ runs 80 conversations on ``--parallel`` threads and divides every output token b
 drains: with 80 requests on 64 slots the run is a wave of 64 and a wave of 16, and its throughput
 is nearer batch 40's than batch 64's.
 
-Model: requests of equal length run in waves of ``slots`` and one remainder wave; a wave of
+Model: requests of equal length run in waves of ``slots`` (or of the engine's cap on requests run at once,
+where smaller: SGLang runs 48 at once with speculation on unless the launch raises it) and one remainder wave; a wave of
 ``n`` requests lasts ``L x step(n)`` (plain decode) or ``L / tau x cycle(n)`` (speculative), so
 
     tok/s = sum(n_w) / sum(step(n_w))    and    spec tok/s = tau x sum(n_w) / sum(cycle(n_w)).
@@ -49,6 +50,7 @@ class RunPrediction:
     baseline_tok_s: float
     prompt_tokens: float | None = None  # per request; with output_tokens, each wave's prefill is counted
     output_tokens: float | None = None
+    baseline_waves: list[tuple[int, int]] | None = None  # the plain run's waves where the engine's caps differ
 
     @property
     def speedup(self) -> float:
@@ -57,6 +59,7 @@ class RunPrediction:
     def to_dict(self) -> dict:
         return {"kind": "modeled", "requests": self.requests, "slots": self.slots,
                 "waves": [{"requests": n, "count": c} for n, c in self.waves],
+                "baseline_waves": [{"requests": n, "count": c} for n, c in (self.baseline_waves or self.waves)],
                 "tok_s": self.tok_s, "baseline_tok_s": self.baseline_tok_s, "speedup": self.speedup,
                 "prefill_counted": self.prompt_tokens is not None,
                 **({"prompt_tokens": self.prompt_tokens, "output_tokens": self.output_tokens}
@@ -97,16 +100,25 @@ def predict_run(requests: int, scenario=None, *, prompt_tokens: float | None = N
     check_run_lengths(prompt_tokens, output_tokens)
     sc = build_scenario(scenario, **overrides)
     slots = sc.workload.batch
-    ws = waves(requests, slots)
-    spec_ms = base_ms = 0.0  # wall ms of the run for one output token per request (prefill: per output token)
-    for n, count in ws:  # one evaluation per distinct wave size (at most two)
+    e = sc.engine  # the engine runs at most its cap at once: a wave is that many, the rest queue for the next
+    spec_ws = waves(requests, min(slots, e.max_running_requests or e.spec_max_running_requests or slots))
+    base_ws = waves(requests, min(slots, e.max_running_requests or slots))
+    evals = {}  # one evaluation per distinct wave size (at most four)
+    for n in sorted({n for n, _ in spec_ws + base_ws}):
         wave = build_scenario(sc, batch=n)
-        p = evaluate(wave)
+        pre = prefill_ms(scenario_params(wave), float(prompt_tokens), float(n)) if prompt_tokens is not None else None
+        evals[n] = evaluate(wave), pre
+    spec_ms = base_ms = 0.0  # wall ms of the run for one output token per request (prefill: per output token)
+    for n, count in spec_ws:
+        p, pre = evals[n]
         spec_ms += count * p.cycle_ms / p.accept_length
-        base_ms += count * p.baseline_step_ms
-        if prompt_tokens is not None:
-            pre = prefill_ms(scenario_params(wave), float(prompt_tokens), float(n))
+        if pre is not None:
             spec_ms += count * (float(pre["target"]) + float(pre["draft"])) / float(output_tokens)
+    for n, count in base_ws:
+        p, pre = evals[n]
+        base_ms += count * p.baseline_step_ms
+        if pre is not None:
             base_ms += count * float(pre["target"]) / float(output_tokens)
-    return RunPrediction(requests, slots, ws, tok_s=1e3 * requests / spec_ms, baseline_tok_s=1e3 * requests / base_ms,
-                         prompt_tokens=prompt_tokens, output_tokens=output_tokens)
+    return RunPrediction(requests, slots, spec_ws, tok_s=1e3 * requests / spec_ms, baseline_tok_s=1e3 * requests / base_ms,
+                         prompt_tokens=prompt_tokens, output_tokens=output_tokens,
+                         baseline_waves=None if base_ws == spec_ws else base_ws)

@@ -308,6 +308,13 @@ def sweep(
     if sc.engine.chains_only and any(k > 1 for k in topk):
         res.notes.append(f"{sc.engine.name} verifies chains only (topk 1): its topk > 1 rows are modeled as if trees "
                          "could run there")
+    e = sc.engine
+    cap = e.max_running_requests or e.spec_max_running_requests
+    if cap is not None and max(batch or [sc.workload.batch]) > cap:
+        res.notes.append(f"{e.name} runs at most {cap} requests at once with speculation on"
+                         + (" (--max-running-requests)" if e.max_running_requests else
+                            " (its default; plain decode runs the whole batch)")
+                         + f": rows of batch above {cap} are modeled with {cap} running and the rest queued")
     res.notes.extend(sc.notes)
     return res
 

@@ -98,6 +98,19 @@ def _predict_kw(sw: dict) -> dict:
                 **({"draft_tokens": int(sw["num_draft_tokens"])} if (sw.get("topk") or 1) > 1 else {}))
 
 
+def _running_cap(it: dict, batch: int) -> dict:
+    """The ``max_running_requests`` override of a sweep or configs group at ``batch``: the launch's cap when the
+    source gives one (``"batch"``: raised to each row's batch, as SpecForge's bench_eagle3 launches), else the
+    engine preset's default (SGLang: 48 with speculation on)."""
+    v = it.get("max_running_requests")
+    return {} if v is None else {"max_running_requests": int(batch) if v == "batch" else int(v)}
+
+
+def _cap_text(it: dict) -> str:
+    v = it.get("max_running_requests")
+    return "" if v is None else ", running-requests cap raised to the batch" if v == "batch" else f", at most {v} running"
+
+
 MAX_SWEEPS = 1000
 MAX_ROWS = 10_000
 MAX_SCORED_ROWS = 20_000  # rows of all sweeps and configs together: each is one or two model evaluations
@@ -140,6 +153,11 @@ def check_sweeps_dataset(d: dict) -> None:
                 raise SpecsimError(f"{f}.stop_strings", it["stop_strings"], "allowed: true or false")
             if it.get("static_batch") is not None and not isinstance(it["static_batch"], bool):
                 raise SpecsimError(f"{f}.static_batch", it["static_batch"], "allowed: true or false")
+            cap = it.get("max_running_requests")
+            if cap is not None and cap != "batch":
+                from ..physics.schema import Engine
+
+                check_int(cap, f"{f}.max_running_requests", *field_range(Engine, "max_running_requests"))
             _check_dataset_lengths(it, f)
             if key == "configs":
                 cands = it.get("tp_candidates")
@@ -277,18 +295,20 @@ def score_sweep(sw: dict) -> SweepScore:
     setup = (f"{kw['model']} {kw['gpu']} TP{kw['tp']} {kw['engine']} steps={kw['steps']} topk={kw['topk']} ctx={kw['ctx']}"
              + (" stop strings" if kw.get("stop_strings") else "")
              + (f", a run of {sw['requests']} requests" if sw.get("requests") else "")
-             + (f", static batches of {lengths[0]:g} + {lengths[1]:g} tokens, prefill counted" if static else ""))
+             + (f", static batches of {lengths[0]:g} + {lengths[1]:g} tokens, prefill counted" if static else "")
+             + _cap_text(sw))
     hi = kw["steps"] + 1.0  # at most steps + 1 tokens commit per cycle, chain or tree
 
     requests = sw.get("requests")  # a finite closed-loop run (the benchmark's own), else a steady stream
 
     def speedup(batch: int, tau: float) -> float:
+        cap = _running_cap(sw, batch)
         if static:
             return predict_run(batch, batch=batch, accept=tau, prompt_tokens=float(lengths[0]),
-                               output_tokens=float(lengths[1]), **kw).speedup
+                               output_tokens=float(lengths[1]), **kw, **cap).speedup
         if requests:
-            return predict_run(int(requests), batch=batch, accept=tau, **kw).speedup
-        return predict(batch=batch, accept=tau, **kw).speedup
+            return predict_run(int(requests), batch=batch, accept=tau, **kw, **cap).speedup
+        return predict(batch=batch, accept=tau, **kw, **cap).speedup
 
     def miss(tau):
         return speedup(int(b0["batch"]), tau) - float(b0["speedup"])
@@ -341,7 +361,7 @@ def _config_rows(group: dict, tp: int) -> list[dict]:
     for r in group.get("rows", []):
         kw = dict(model=group["model"], gpu=gpu, tp=tp, engine=engine, steps=int(r["steps"]), topk=int(r["topk"]),
                   batch=int(r["batch"]), ctx=ctx, accept=float(r["accept_length"]),
-                  stop_strings=bool(group.get("stop_strings", False)),
+                  stop_strings=bool(group.get("stop_strings", False)), **_running_cap(group, int(r["batch"])),
                   **({"draft_tokens": int(r["num_draft_tokens"])} if int(r["topk"]) > 1 else {}))
         x = (predict_run(int(requests), **kw) if requests else predict(**kw)).speedup
         pub = float(r["spec_tok_s"]) / float(r["baseline_tok_s"])
@@ -364,7 +384,7 @@ def score_configs(group: dict) -> ConfigScore:
     tp, requests = group.get("tp"), group.get("requests")
     gpu, engine = _presets(group)
     setup = (f"{group['model']} {gpu} TP{tp if tp else '?'} {engine}" + (f", ctx {group['ctx']}" if group.get("ctx") else "")
-             + (f", a run of {requests} requests" if requests else ""))
+             + (f", a run of {requests} requests" if requests else "") + _cap_text(group))
     try:
         get_model(group["model"]), get_gpu(gpu), get_engine(engine)
     except (SpecsimError, KeyError, TypeError, ValueError) as exc:

@@ -121,6 +121,9 @@ def _prediction_tables(p) -> list[tuple[str, list[str], list[list[object]]]]:
         ["verify forward (ms)", p.verify_ms],
         ["baseline decode step (ms)", p.baseline_step_ms],
     ]
+    if p.running_requests is not None and (p.running_requests, p.baseline_running_requests) != (p.batch, p.batch):
+        head += [["requests running at once, speculative", p.running_requests],
+                 ["requests running at once, baseline", p.baseline_running_requests]]
     phases = [[k, v, pct(100.0 * v / p.cycle_ms)] for k, v in p.phases_ms.items()]
     comps = [[COMPONENT_LABELS.get(k, k), v, pct(100.0 * v / p.verify_ms)] for k, v in p.verify_breakdown_ms.items()]
     tables = [

@@ -3,7 +3,9 @@
 cycle = draft (steps-1 head forwards, one graph) + target verify (num_draft_tokens per request)
       + accept/sample (eager kernels, GPU->CPU sync, Python per token) + draft-extend
       + host scheduling; with the overlap scheduler, host work hides behind the GPU.
-tok/s = batch x E[tokens per request per cycle] / cycle time          (Sequoia's one line)
+tok/s = running x E[tokens per request per cycle] / cycle time        (Sequoia's one line)
+running = min(batch, the engine's running-requests cap): SGLang runs at most 48 requests at once with EAGLE
+unless the launch sets --max-running-requests; the rest of the batch waits in the queue.
 """
 
 from __future__ import annotations
@@ -184,7 +186,8 @@ def _flat_points(p: Params, tau) -> int:
 def throughput(p: Params, tau) -> dict:
     """The one tok/s formula: speculative and baseline tokens/s for accept length ``tau``.
 
-    ``tok/s = batch x tau / cycle``; ``baseline tok/s = batch / decode step``. Every command
+    ``tok/s = running x tau / cycle``; ``baseline tok/s = running / decode step``, where ``running`` is the
+    batch or the engine's cap on requests run at once (:func:`running`), each run its own. Every command
     (predict, sweep, figures, reports, what-ifs) goes through this function. A flat set of
     points (every array parameter one 1-D array) runs in blocks of :data:`FLAT_CHUNK`: the
     same element-wise arithmetic, with temporaries that stay in cache.
@@ -289,27 +292,41 @@ def _copy(x):
     return x.copy() if isinstance(x, np.ndarray) else x
 
 
+def running(p: Params, cap: str) -> Params:
+    """``p`` with ``batch`` the requests the engine runs at once: the offered batch, or the cap ``p[cap]``
+    (``running_cap`` for plain decode, ``spec_running_cap`` with speculation on) where it is smaller.
+    Requests past the cap wait in the queue; they add no work to a forward."""
+    b, c = p["batch"], p[cap]
+    if type(b) is float and type(c) is float:
+        return p if b <= c else {**p, "batch": c}
+    if np.all(np.less_equal(b, c)):
+        return p
+    return {**p, "batch": np.minimum(b, c)}
+
+
 def _throughput(p: Params, tau) -> dict:
     # the decode step is the same for any steps/topk/draft tokens, the cycle's GPU phases for any
     # accept length: one scenario evaluated again (a what-if or sweep over tau) reuses them
-    key = _baseline_key(p)
-    spec = tuple(p[k] for k in sorted(_SPEC_ONLY))
+    ps, pb = running(p, "spec_running_cap"), running(p, "running_cap")
+    key = _baseline_key(ps)
+    key_b = key if pb is ps else _baseline_key(pb)
+    spec = tuple(ps[k] for k in sorted(_SPEC_ONLY))
     spec_key = None if key is None or any(type(v) is not float for v in spec) else (key, spec)
 
     def gpu_parts():
-        verify = verify_breakdown(p)
-        return {"verify_breakdown": verify, "gpu": cycle_gpu_ms(p, verify)}
+        verify = verify_breakdown(ps)
+        return {"verify_breakdown": verify, "gpu": cycle_gpu_ms(ps, verify)}
 
     parts = _cached(_GPU_CACHE, spec_key, gpu_parts)
     verify = parts["verify_breakdown"]
-    phases = _with_host(p, tau, parts["gpu"])
+    phases = _with_host(ps, tau, parts["gpu"])
     cyc = cycle_ms(phases)
-    base = _cached(_BASELINE_CACHE, key, lambda: baseline_step_ms(p))
-    batch = _num(p["batch"])
-    tok_s = batch * _num(tau) / cyc * 1e3
-    base_tok_s = batch / base["total"] * 1e3
+    base = _cached(_BASELINE_CACHE, key_b, lambda: baseline_step_ms(pb))
+    run_s, run_b = _num(ps["batch"]), _num(pb["batch"])
+    tok_s = run_s * _num(tau) / cyc * 1e3
+    base_tok_s = run_b / base["total"] * 1e3
     return {"phases": phases, "verify_breakdown": verify, "cycle_ms": cyc, "tok_s": tok_s, "baseline": base, "baseline_tok_s": base_tok_s,
-            "speedup": tok_s / base_tok_s}
+            "speedup": tok_s / base_tok_s, "running_requests": run_s, "baseline_running_requests": run_b}
 
 
 def prefill_ms(p: Params, prompt_tokens, batch) -> dict:

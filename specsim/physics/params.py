@@ -12,6 +12,8 @@ from .schema import DTYPE_BYTES, Scenario
 
 Params = dict  # name -> float | np.ndarray
 
+NO_RUNNING_CAP = 1e9  # requests: the value of a running-requests cap that never binds
+
 
 def block_scaled(dtypes, block_scales: bool) -> bool:
     """Routed experts of one-byte weights (fp8; int8 assumed alike) with block-wise scales: their fused-MoE tiles load
@@ -191,6 +193,10 @@ def scenario_params(sc: Scenario) -> Params:
         "static_cache_headroom_tokens": float(e.static_cache_headroom_tokens),
         "attention_unsplit_items": e.attention_unsplit_items,
         "attention_unsplit_efficiency": e.attention_unsplit_efficiency,
+        # requests running at once (the rest queue): the plain decode's cap, and speculation's (the launch's own cap,
+        # else the engine's speculative default)
+        "running_cap": float(e.max_running_requests or NO_RUNNING_CAP),
+        "spec_running_cap": float(e.max_running_requests or e.spec_max_running_requests or NO_RUNNING_CAP),
         "capture_batch_sizes": np.array(sorted(e.capture_batch_sizes) or [0], dtype=float),
         "capture_token_sizes": np.array(sorted(e.capture_token_sizes or []), dtype=float),
         # speculation and workload

@@ -427,6 +427,13 @@ class Engine(_Model):
     attention_flop_efficiency: float = Field(
         0.75, gt=0, le=1, description="achieved/peak FLOP/s of the attention kernels once compute-bound (FA3 ~0.75, FA2 ~0.35)")
     attention_mem_efficiency: float = Field(0.6, gt=0, le=1, description="achieved/datasheet HBM BW of attention over the KV cache")
+    max_running_requests: int | None = Field(
+        None, ge=1, le=10_000_000, description="requests the scheduler runs at once, speculation on or off (SGLang "
+                                               "--max-running-requests, vLLM max_num_seqs); the rest wait in the queue; "
+                                               "None: no cap below the batch")
+    spec_max_running_requests: int | None = Field(
+        None, ge=1, le=10_000_000, description="the cap with speculation on when max_running_requests is not set (SGLang "
+                                               "resets it to 48 for EAGLE); None: no cap below the batch")
     capture_batch_sizes: list[int] = Field(
         default_factory=lambda: list(range(1, 9)) + list(range(10, 33, 2)) + list(range(40, 65, 4)) + list(range(72, 257, 8)),
         description="captured graph batch sizes; batches pad up to the next one",

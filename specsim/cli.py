@@ -770,6 +770,27 @@ def whatif_overlap_cmd(
     _show_whatif(whatif_overlap(scenario, on=on, **kw), as_json, fmt)
 
 
+@whatif_app.command("running-cap")
+@deployment_options(skip=("max_running_requests",))
+def whatif_running_cap_cmd(
+    to: int | None = typer.Option(None, "--to", help="requests the launch runs at once (SGLang --max-running-requests; "
+                                  "required)"),
+    fmt: Fmt = FmtOpt,
+    as_json: bool = JsonOpt,
+    deploy: dict | None = None,
+) -> None:
+    """Raise or lower the cap on requests run at once (SGLang runs 48 with speculation unless the launch says).
+
+    Example: specsim whatif running-cap --model qwen3-8b --gpu h100 --tp 1 --batch 128 --to 128
+    """
+    from .analysis.whatif import whatif_running_cap
+
+    if to is None:
+        _fail("to: give --to N, the requests run at once")
+    scenario, kw = _split_scenario(deploy or {})
+    _show_whatif(whatif_running_cap(scenario, to=to, **kw), as_json, fmt)
+
+
 class ExplainFmt(str, Enum):
     markdown = "markdown"
     md = "md"

@@ -457,7 +457,7 @@ def test_a_launch_cap_holds_both_runs_alike():
     b64 = predict(batch=64, max_running_requests=64, **QWEN_H100)
     assert (capped.running_requests, capped.baseline_running_requests) == (64, 64)
     assert capped.speedup == pytest.approx(b64.speedup, rel=1e-12)
-    assert any("--max-running-requests" in w and "64 of the batch of 128" in w for w in capped.warnings)
+    assert any("--max-running-requests" in w and "64 of the batch of 128" in w and "on or off" in w for w in capped.warnings)
 
 
 def test_the_cap_binds_per_point_in_one_vectorised_call():
@@ -537,3 +537,20 @@ def test_published_sglang_sweeps_past_48_were_run_with_the_cap_raised():
     raised = {r["batch"]: r["error_pct"] for r in score_sweep(one).rows}
     default = {r["batch"]: r["error_pct"] for r in score_sweep({k: v for k, v in one.items() if k != "max_running_requests"}).rows}
     assert abs(raised[64]) < 12 and default[64] < -15 and default[16] == pytest.approx(raised[16])
+
+
+def test_whatif_running_cap_raises_the_speculative_run_to_the_batch(run_cli):
+    from specsim.analysis.whatif import whatif_running_cap
+
+    w = whatif_running_cap(to=128, batch=128, **QWEN_H100)
+    assert (w.before.running_requests, w.after.running_requests) == (48, 128)
+    assert w.after.baseline_tok_s == pytest.approx(w.before.baseline_tok_s, rel=1e-12)  # plain decode ran 128 already
+    assert w.after.tok_s == pytest.approx(predict(batch=128, max_running_requests=128, **QWEN_H100).tok_s, rel=1e-12)
+    code, out, err = run_cli("whatif", "running-cap", "--model", "qwen3-8b", "--gpu", "h100", "--tp", "1", "--batch", "128",
+                             "--to", "128", "--json")
+    assert code == 0, err
+    d = json.loads(out)
+    assert d["lever"] == "running-cap" and d["after"]["running_requests"] == 128 and d["before"]["running_requests"] == 48
+    for bad in (["--to", "0"], ["--to", "x"], []):
+        code, out, err = run_cli("whatif", "running-cap", *bad)
+        assert code == 2 and len(err.strip().splitlines()) == 1 and not out, (bad, err)

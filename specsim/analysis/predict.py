@@ -153,19 +153,15 @@ def scenario_warnings(sc: Scenario, p: dict | None = None) -> list[str]:
 def running_cap_warnings(sc: Scenario) -> list[str]:
     """The batch past the engine's cap on requests run at once: it waits in the queue."""
     e, b = sc.engine, sc.workload.batch
-    spec_cap = e.max_running_requests or e.spec_max_running_requests
-    out = []
-    if spec_cap is not None and b > spec_cap:
-        why = ("the launch's --max-running-requests" if e.max_running_requests else
-               "its default with speculation on, as --max-running-requests is not set")
-        out.append(f"{e.name} runs at most {spec_cap} requests at once ({why}): with speculation {b - spec_cap} of the "
-                   f"batch of {b} wait in the queue, and speculative tok/s is that of {spec_cap} running"
-                   + ("" if e.max_running_requests else
-                      f" while plain decode runs all {b}; give --max-running-requests to model a launch that raises it"))
-    elif e.max_running_requests is not None and b > e.max_running_requests:
-        out.append(f"{e.name} runs at most {e.max_running_requests} requests at once (--max-running-requests): "
-                   f"{b - e.max_running_requests} of the batch of {b} wait in the queue")
-    return out
+    cap = e.running_cap(True)
+    if cap is None or b <= cap:
+        return []
+    if e.max_running_requests:
+        return [f"{e.name} runs at most {cap} requests at once (the launch's --max-running-requests): {b - cap} of the "
+                f"batch of {b} wait in the queue, speculation on or off"]
+    return [f"{e.name} runs at most {cap} requests at once (its default with speculation on, as --max-running-requests "
+            f"is not set): with speculation {b - cap} of the batch of {b} wait in the queue, and speculative tok/s is that "
+            f"of {cap} running while plain decode runs all {b}; give --max-running-requests to model a launch that raises it"]
 
 
 def evaluate(sc: Scenario) -> Prediction:

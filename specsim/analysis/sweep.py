@@ -309,7 +309,7 @@ def sweep(
         res.notes.append(f"{sc.engine.name} verifies chains only (topk 1): its topk > 1 rows are modeled as if trees "
                          "could run there")
     e = sc.engine
-    cap = e.max_running_requests or e.spec_max_running_requests
+    cap = e.running_cap(True)
     if cap is not None and max(batch or [sc.workload.batch]) > cap:
         res.notes.append(f"{e.name} runs at most {cap} requests at once with speculation on"
                          + (" (--max-running-requests)" if e.max_running_requests else

@@ -193,6 +193,21 @@ def whatif_overlap(scenario=None, *, on: bool, **overrides) -> WhatIf:
     return compare(before, after, "overlap", f"overlap scheduler (spec cycles) {'on' if on else 'off'}")
 
 
+def whatif_running_cap(scenario=None, *, to: int, **overrides) -> WhatIf:
+    """The launch's cap on requests run at once set to ``to`` (SGLang's --max-running-requests), e.g. raised past
+    SGLang's speculative default of 48 so a batch of 128 runs whole."""
+    from ..physics.schema import Engine, field_range
+
+    lo, hi = field_range(Engine, "max_running_requests")
+    if not isinstance(to, int) or isinstance(to, bool) or not lo <= to <= hi:
+        raise SpecsimError("to", to, f"allowed: an integer in [{lo}, {hi}] (requests run at once)")
+    before = build_scenario(scenario, **overrides)
+    after = build_scenario(before, max_running_requests=to)
+    e = before.engine
+    was = e.running_cap(True)
+    return compare(before, after, "running-cap", f"requests run at once: {was if was else 'no cap'} -> {to}")
+
+
 def seed_nccl_tuning() -> WhatIf:
     """The founding case's lever: untuned -> tuned NCCL (both built-in scenarios)."""
     before = build_scenario("kimi-k2.5-seed-untuned")
@@ -201,4 +216,4 @@ def seed_nccl_tuning() -> WhatIf:
 
 
 __all__ = ["WhatIf", "compare", "whatif_allreduce", "whatif_gpu", "whatif_tp", "whatif_quant", "whatif_graph",
-           "whatif_overlap", "seed_nccl_tuning"]
+           "whatif_overlap", "whatif_running_cap", "seed_nccl_tuning"]

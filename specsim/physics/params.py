@@ -195,8 +195,8 @@ def scenario_params(sc: Scenario) -> Params:
         "attention_unsplit_efficiency": e.attention_unsplit_efficiency,
         # requests running at once (the rest queue): the plain decode's cap, and speculation's (the launch's own cap,
         # else the engine's speculative default)
-        "running_cap": float(e.max_running_requests or NO_RUNNING_CAP),
-        "spec_running_cap": float(e.max_running_requests or e.spec_max_running_requests or NO_RUNNING_CAP),
+        "running_cap": float(e.running_cap(False) or NO_RUNNING_CAP),
+        "spec_running_cap": float(e.running_cap(True) or NO_RUNNING_CAP),
         "capture_batch_sizes": np.array(sorted(e.capture_batch_sizes) or [0], dtype=float),
         "capture_token_sizes": np.array(sorted(e.capture_token_sizes or []), dtype=float),
         # speculation and workload

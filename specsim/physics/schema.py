@@ -443,6 +443,11 @@ class Engine(_Model):
     )
     sources: dict[str, str] = Field(default_factory=dict)
 
+    def running_cap(self, speculative: bool) -> int | None:
+        """Requests the engine runs at once (None: no cap): the launch's cap, else, with speculation on, the
+        engine's speculative default. The one place this rule lives."""
+        return self.max_running_requests or (self.spec_max_running_requests if speculative else None)
+
     @field_validator("capture_batch_sizes", "capture_token_sizes")
     @classmethod
     def _sizes(cls, v: list[int] | None) -> list[int] | None:

@@ -38,7 +38,7 @@ SWITCHES = {"is_mla", "fused_projections", "mla_absorbed", "attention_unpacked",
             "graph_decode", "graph_verify", "graph_draft", "graph_draft_extend", "overlap_scheduler", "moe_triton_tiles",
             "moe_tuned_config", "moe_fp8_tiles", "moe_block_scaled", "moe_grid_clamp", "verify_batch_expansion",
             "overlap_scheduler_baseline", "topk", "capture_batch_sizes", "capture_token_sizes", "small_kernel_floor_own",
-            "shared_fused"}
+            "shared_fused", "running_cap", "spec_running_cap"}
 #: whole-number parameters (counts, dimensions): random integers
 INTEGERS = {"tp", "allreduces_per_layer", "num_layers", "hidden", "intermediate", "vocab", "num_heads", "num_kv_heads",
             "head_dim", "q_lora_rank", "kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim",

@@ -554,3 +554,47 @@ def test_whatif_running_cap_raises_the_speculative_run_to_the_batch(run_cli):
     for bad in (["--to", "0"], ["--to", "x"], []):
         code, out, err = run_cli("whatif", "running-cap", *bad)
         assert code == 2 and len(err.strip().splitlines()) == 1 and not out, (bad, err)
+
+
+def test_explain_and_verify_views_use_the_requests_run_at_once():
+    """Closed forms, the verify curve and the operator table agree with predict once SGLang's cap binds."""
+    from specsim.analysis.predict import operator_table, verify_ms
+    from specsim.analysis.symbolic import closed_forms, explain
+
+    pred = predict(batch=128, **QWEN_H100)
+    ex = closed_forms(batch=128, **QWEN_H100)
+    v = ex.values
+    assert (v["batch"], v["batch_baseline"]) == (48, 128)
+    assert v["speedup"] == pytest.approx(pred.speedup, rel=1e-9)
+    # break-even: tau* = (B_b / B) T_cycle / T_d, the accept length at which the capped run only matches plain decode
+    assert v["break_even_accept_length"] == pytest.approx(128 / 48 * pred.cycle_ms / pred.baseline_step_ms, rel=1e-9)
+    assert "x 48/128" in explain(fmt="text", batch=128, **QWEN_H100) and "B_b" in ex.symbols
+    uncapped = closed_forms(batch=32, **QWEN_H100)
+    assert "B_b" not in uncapped.symbols and "x 32/32" not in explain(fmt="text", batch=32, **QWEN_H100)
+    assert verify_ms([4], batch=128, **QWEN_H100).verify_ms[0] == pytest.approx(pred.verify_ms, rel=1e-12)
+    table = operator_table(4, batch=128, **QWEN_H100)
+    assert table.batch == 48 and table.total_ms == pytest.approx(pred.verify_ms, rel=1e-12)
+
+
+def test_calibrate_costs_a_benchmarks_client_batch_at_the_running_cap():
+    import numpy as np
+
+    from specsim.analysis.build import build_scenario
+    from specsim.analysis.calibrate import _cycle_values
+    from specsim.physics.params import scenario_params
+
+    p = scenario_params(build_scenario(**QWEN_H100))
+    pts = [{"steps": 3, "batch": b, "accept_length": 2.1, "num_draft_tokens": 4} for b in (64, 48, 16)]
+    ms = _cycle_values(p, pts)
+    assert ms[0] == pytest.approx(ms[1], rel=1e-12) and ms[2] < ms[1]
+    assert ms[1] == pytest.approx(predict(batch=48, **QWEN_H100).cycle_ms, rel=1e-9)
+    assert np.isfinite(ms).all()
+
+
+def test_numpy_integers_are_caps_too():
+    import numpy as np
+
+    from specsim.analysis.whatif import whatif_running_cap
+
+    assert predict(batch=128, max_running_requests=np.int64(64), **QWEN_H100).running_requests == 64
+    assert whatif_running_cap(to=np.int64(128), batch=128, **QWEN_H100).after.running_requests == 128

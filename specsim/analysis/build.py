@@ -303,8 +303,11 @@ def build_scenario(
                 eng["capture_batch_sizes"] = []
         eng.setdefault("sources", {})["capture_batch_sizes"] = f"--graph-max {graph_max} (user)"
     if max_running_requests is not None:
-        if not isinstance(max_running_requests, int) or isinstance(max_running_requests, bool):
+        import numbers
+
+        if not isinstance(max_running_requests, numbers.Integral) or isinstance(max_running_requests, bool):
             raise SpecsimError("max-running-requests", max_running_requests, "allowed: an integer in [1, 10000000]")
+        max_running_requests = int(max_running_requests)
         check_field(Engine, "max_running_requests", max_running_requests, "max-running-requests")
         data["engine"]["max_running_requests"] = max_running_requests
         data["engine"].setdefault("sources", {})["max_running_requests"] = f"--max-running-requests {max_running_requests} (user)"

@@ -223,7 +223,9 @@ def _cycle_values(p: dict, cycles: list[dict]) -> np.ndarray:
         sel = [cycles[i] for i in idx]
         steps = np.array([float(c["steps"]) for c in sel])
         q = dict(p)
-        q.update(steps=steps, topk=topk, batch=np.array([float(c.get("batch") or p["batch"]) for c in sel]),
+        # a benchmark's client batch runs at most the engine's speculative cap at once (the rest queue)
+        batch = np.minimum([float(c.get("batch") or p["batch"]) for c in sel], p["spec_running_cap"])
+        q.update(steps=steps, topk=topk, batch=batch,
                  num_draft_tokens=np.array([float(c.get("num_draft_tokens") or (c["steps"] + 1)) for c in sel]))
         tau = np.array([float(c["accept_length"]) for c in sel])
         out[idx] = np.broadcast_to(cycle_ms(cycle_phases_ms(q, tau)), (len(sel),))
@@ -276,7 +278,7 @@ def fit(
     if baseline_tok_s is not None:
         if not baseline_tok_s > 0:
             raise SpecsimError("baseline-tok-s", baseline_tok_s, "must be a positive tokens/s")
-        base_ms = sc.workload.batch / baseline_tok_s * 1e3
+        base_ms = min(sc.workload.batch, sc.engine.running_cap(False) or sc.workload.batch) / baseline_tok_s * 1e3
         meas.append(base_ms)
     meas += [float(c["cycle_ms"]) for c in cycles]
     meas_arr = np.array(meas)

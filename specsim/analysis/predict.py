@@ -10,7 +10,7 @@ from ..errors import SpecsimError
 from ..physics import acceptance as acc
 from ..physics.acceptance import expected_accept_length, rates_for  # noqa: F401
 from ..physics.cost import COMPONENTS
-from ..physics.cycle import PHASES, throughput, verify_breakdown
+from ..physics.cycle import PHASES, running, throughput, verify_breakdown
 from ..physics.params import scenario_params
 from ..physics.schema import Scenario
 from .build import build_scenario, check_tp  # noqa: F401  (re-exported)
@@ -235,12 +235,13 @@ class VerifyCurve:
 
 
 def verify_ms(tokens=(1, 3, 6, 16), scenario: str | Scenario | None = None, **overrides) -> VerifyCurve:
-    """Modeled target verify forward (ms) for each verify width in ``tokens``."""
+    """Modeled target verify forward (ms) for each verify width in ``tokens``, over the requests the engine runs
+    at once with speculation on (the batch, or its cap where smaller: the rest of the batch waits)."""
     toks = [int(t) for t in tokens]
     if not toks or any(t < 1 for t in toks):
         raise SpecsimError("tokens", tokens, "token counts must be integers >= 1")
     sc = build_scenario(scenario, **overrides)
-    p = scenario_params(sc)
+    p = running(scenario_params(sc), "spec_running_cap")
     vb = verify_breakdown(p, num_draft_tokens=np.asarray(toks, dtype=float))
     curve = VerifyCurve(
         scenario=sc.name, tokens=toks, verify_ms=[float(x) for x in np.broadcast_to(vb["total"], (len(toks),))],
@@ -308,14 +309,15 @@ class OperatorTable:
 def operator_table(tokens: int = 3, scenario: str | Scenario | None = None, **overrides) -> OperatorTable:
     """The verify forward as its operator list: count, bytes, FLOPs and modeled time of each kernel kind.
 
-    Launch cost and graph replay are rows of their own, so the rows add up to the verify time.
+    Launch cost and graph replay are rows of their own, so the rows add up to the verify time. The forward
+    runs the requests the engine runs at once with speculation on (``batch``: the batch, or the engine's cap).
     """
     from ..physics.cycle import graph_batch, graph_width
 
     if int(tokens) < 1:
         raise SpecsimError("tokens", tokens, "token counts must be integers >= 1")
     sc = build_scenario(scenario, **overrides)
-    p = scenario_params(sc)
+    p = running(scenario_params(sc), "spec_running_cap")
     out = verify_breakdown(p, num_draft_tokens=float(tokens), keep_rows=True)
     b, g = graph_batch(p, p["batch"], p["graph_verify"])  # whether the verify replays a graph at this batch ...
     _, g = graph_width(p, b, float(tokens), g)  # ... and at this many tokens (token-captured engines)
@@ -342,5 +344,5 @@ def operator_table(tokens: int = 3, scenario: str | Scenario | None = None, **ov
     for r in rows:
         r["pct"] = 100.0 * r["ms"] / total if total > 0 else 0.0
     rows.sort(key=lambda r: -r["ms"])
-    return OperatorTable(sc.name, int(tokens), int(sc.workload.batch), int(sc.workload.ctx), total,
+    return OperatorTable(sc.name, int(tokens), int(p["batch"]), int(sc.workload.ctx), total,
                          int(round(float(out["kernels"]))), rows)

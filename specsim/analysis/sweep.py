@@ -311,9 +311,9 @@ def sweep(
     e = sc.engine
     cap = e.running_cap(True)
     if cap is not None and max(batch or [sc.workload.batch]) > cap:
-        res.notes.append(f"{e.name} runs at most {cap} requests at once with speculation on"
-                         + (" (--max-running-requests)" if e.max_running_requests else
-                            " (its default; plain decode runs the whole batch)")
+        res.notes.append(f"{e.name} runs at most {cap} requests at once"
+                         + (" (--max-running-requests), speculation on or off" if e.max_running_requests else
+                            " with speculation on (its default; plain decode runs the whole batch)")
                          + f": rows of batch above {cap} are modeled with {cap} running and the rest queued")
     res.notes.extend(sc.notes)
     return res

@@ -3,8 +3,12 @@
 Symbols (all times in ms per cycle)::
 
     T_cycle(k) = T_fixed + k * t_step         k = steps (chain drafts per cycle)
-    tok/s      = 1000 * B * tau / T_cycle     baseline tok/s = 1000 * B / T_d
-    speedup    = tau * T_d / T_cycle
+    tok/s      = 1000 * B * tau / T_cycle     baseline tok/s = 1000 * B_b / T_d
+    speedup    = tau * T_d / T_cycle          (B_b = B: both runs run the batch)
+
+``B`` is the requests the speculative run runs at once and ``B_b`` the plain decode's: the batch, or
+the engine's cap where smaller (SGLang runs 48 at once with speculation unless the launch says);
+only where the caps differ does ``B / B_b`` stay in the speedup and break-even forms.
 
 How the numbers are taken from the model (``specsim.predict``):
 
@@ -115,7 +119,8 @@ def _numbers(sc) -> dict:
     gpu = sum(comps[c] for c in COMPONENTS + OTHER_PHASES)
     host_raw = comps["host"] + gpu if overlap and comps["host"] > 0 else (0.0 if overlap else comps["host"])
     return {
-        "pred": pred, "steps": k, "tau": tau, "batch": pred.batch, "T_cycle_ms": pred.cycle_ms,
+        "pred": pred, "steps": k, "tau": tau, "batch": pred.running_requests,
+        "batch_baseline": pred.baseline_running_requests, "T_cycle_ms": pred.cycle_ms,
         "T_d_ms": pred.baseline_step_ms, "t_step_ms": t_step, "T_fixed_ms": pred.cycle_ms - k * t_step,
         "t_step_verify_ms": hi.verify_ms - lo.verify_ms,
         "t_step_draft_ms": hi.phases_ms["draft"] - lo.phases_ms["draft"], "host_per_token_ms": h,
@@ -189,7 +194,8 @@ def closed_forms(scenario=None, **overrides) -> Explanation:
     T_fixed, t_step, k, T_d, tau, B, a_next, h = sp.symbols("T_fixed t_step k T_d tau B a_next h", positive=True)
     T_cycle = T_fixed + k * t_step
     tok_s = 1000 * B * tau / T_cycle
-    speedup = sp.simplify(tok_s / (1000 * B / T_d))
+    B_b = sp.Symbol("B_b", positive=True) if num["batch_baseline"] != num["batch"] else B  # the runs' own counts
+    speedup = sp.simplify(tok_s / (1000 * B_b / T_d))
     tau_star = sp.solve(sp.Eq(speedup, 1), tau)[0]
     threshold = sp.simplify((tau * t_step) / T_cycle)
     # tau(k+1)/T(k+1) > tau(k)/T(k)  <=>  a_next * T(k) - tau * t_step > 0
@@ -215,19 +221,22 @@ def closed_forms(scenario=None, **overrides) -> Explanation:
     elast["tau"] = float(elast_tau.subs({tau: num["tau"], h: num["host_per_token_ms"], T_tau: num["T_cycle_ms"]}))
 
     vals_sub = {T_fixed: num["T_fixed_ms"], t_step: num["t_step_ms"], k: num["steps"], T_d: num["T_d_ms"],
-                tau: num["tau"], B: num["batch"]}
+                tau: num["tau"], B: num["batch"], B_b: num["batch_baseline"]}
     alpha_v = float(constant_rate_from_tau(num["tau"], num["steps"])[0])
     alpha_v = min(max(alpha_v, 1e-6), 1 - 1e-9)
     opt = iid_optimal_steps(alpha_v, num["T_fixed_ms"], num["t_step_ms"])
     T_cyc, Td, tau_v, hh = num["T_cycle_ms"], num["T_d_ms"], num["tau"], num["host_per_token_ms"]
+    ratio = num["batch"] / num["batch_baseline"]  # speculative over plain running requests (1 unless a cap binds)
     values = {
         "steps": float(num["steps"]), "accept_length": tau_v, "batch": float(num["batch"]),
+        "batch_baseline": float(num["batch_baseline"]),
         "T_cycle_ms": T_cyc, "T_d_ms": Td, "T_fixed_ms": num["T_fixed_ms"], "t_step_ms": num["t_step_ms"],
         "t_step_verify_ms": num["t_step_verify_ms"], "t_step_draft_ms": num["t_step_draft_ms"],
         "host_per_token_ms": hh, "tok_s": num["pred"].tok_s, "baseline_tok_s": num["pred"].baseline_tok_s,
         "speedup": float(speedup.subs(vals_sub)),
         "break_even_accept_length": float(tau_star.subs(vals_sub)),
-        "break_even_accept_length_self_consistent": (T_cyc - hh * tau_v) / (Td - hh) if Td > hh else math.inf,
+        "break_even_accept_length_self_consistent": ((T_cyc - hh * tau_v) / (Td * ratio - hh) if Td * ratio > hh
+                                                      else math.inf),
         "accept_length_next_step": num["tau_next"],
         "marginal_accept_next_step": num["tau_next"] - tau_v,
         "marginal_threshold": float(threshold.subs(vals_sub)),
@@ -246,6 +255,8 @@ def closed_forms(scenario=None, **overrides) -> Explanation:
     symbols = {str(s): s for s in (T_fixed, t_step, k, T_d, tau, B, a_next, h, alpha, k_c, Tf_c, ts_c, H, T_tau,
                                    c_gen, T_rest)}
     symbols.update({str(s): s for s in csyms.values()})
+    if B_b is not B:
+        symbols["B_b"] = B_b
     return Explanation(scenario=sc.name, steps=num["steps"], symbols=symbols, expressions=exprs, values=values,
                        elasticities=elast, elasticities_finite_difference=_fd_elasticities(num))
 
@@ -307,11 +318,13 @@ def _render(e: Explanation, fmt: str) -> str:
     add("Cycle time", "T_{cycle}", x["T_cycle"],
         f"T_cycle = {v['T_fixed_ms']:.3f} + {k} x {v['t_step_ms']:.3f} = {v['T_cycle_ms']:.3f} ms "
         f"(t_step = {v['t_step_verify_ms']:.3f} verify + {v['t_step_draft_ms']:.3f} draft + rest)")
+    runs = "" if v["batch"] == v["batch_baseline"] else f" x {v['batch']:g}/{v['batch_baseline']:g}"
+    runs_inv = "" if not runs else f" x {v['batch_baseline']:g}/{v['batch']:g}"
     add("Speedup", "S", x["speedup"],
-        f"S = {tau:.3f} x {v['T_d_ms']:.3f} / {v['T_cycle_ms']:.3f} = {v['speedup']:.3f} "
+        f"S = {tau:.3f} x {v['T_d_ms']:.3f} / {v['T_cycle_ms']:.3f}{runs} = {v['speedup']:.3f} "
         f"({v['tok_s']:.1f} vs {v['baseline_tok_s']:.1f} tok/s)")
     add("Break-even accept length (speedup > 1)", "\\tau^*", x["break_even_accept_length"],
-        f"tau* = {v['T_cycle_ms']:.3f} / {v['T_d_ms']:.3f} = {v['break_even_accept_length']:.3f} "
+        f"tau* = {v['T_cycle_ms']:.3f} / {v['T_d_ms']:.3f}{runs_inv} = {v['break_even_accept_length']:.3f} "
         f"(scenario tau = {tau:.3f}; with host {v['host_per_token_ms'] * 1e3:.1f} us/token "
         f"self-consistent tau* = {v['break_even_accept_length_self_consistent']:.3f})")
     a, thr = v["marginal_accept_next_step"], v["marginal_threshold"]

@@ -199,8 +199,11 @@ def whatif_running_cap(scenario=None, *, to: int, **overrides) -> WhatIf:
     from ..physics.schema import Engine, field_range
 
     lo, hi = field_range(Engine, "max_running_requests")
-    if not isinstance(to, int) or isinstance(to, bool) or not lo <= to <= hi:
+    import numbers
+
+    if not isinstance(to, numbers.Integral) or isinstance(to, bool) or not lo <= to <= hi:
         raise SpecsimError("to", to, f"allowed: an integer in [{lo}, {hi}] (requests run at once)")
+    to = int(to)
     before = build_scenario(scenario, **overrides)
     after = build_scenario(before, max_running_requests=to)
     e = before.engine

@@ -10,7 +10,7 @@ import specsim
 from specsim.io.presets import engine_names, gpu_names, model_names
 
 TP_FOR = {"kimi-k2.5": 8, "kimi-k2": 8, "deepseek-v3": 8, "qwen3-235b-a22b": 4, "qwen3-30b-a3b": 1,
-          "llama-3.1-8b": 1, "llama-3.1-8b-eagle": 1, "llama-3.1-70b": 4, "glm-4.7-flash": 1, "qwen3-8b": 1,
+          "llama-3.1-8b": 1, "llama-3.1-8b-eagle": 1, "llama-3.1-70b": 4, "llama-3-70b-eagle": 4, "glm-4.7-flash": 1, "qwen3-8b": 1,
           "llama-2-7b": 1, "glm-4.7-fp8": 8}
 
 

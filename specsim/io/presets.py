@@ -86,8 +86,13 @@ def get_gpu(name: str) -> tuple[GPU, AllReduce]:
 
 
 def get_allreduce(name: str) -> AllReduce:
+    """An all-reduce preset; its ``fallback`` (the implementation messages past its size limit take) is
+    another preset's name, embedded here as that preset."""
     canon, entry = _resolve("allreduce", name, "allreduce")
-    return AllReduce(**{k: v for k, v in entry.items() if k != "aliases"})
+    fields = {k: v for k, v in entry.items() if k != "aliases"}
+    if isinstance(fields.get("fallback"), str):
+        fields["fallback"] = get_allreduce(fields["fallback"]).model_dump()
+    return AllReduce(**fields)
 
 
 def get_engine(name: str) -> Engine:

@@ -183,21 +183,31 @@ def _attention_rows(p: Params, b, w, multi, verify: bool):
 
 
 def _allreduce_params(p: Params, graph):
+    """(alpha, bus bandwidth) of the all-reduce path a forward takes (graph-captured or eager), and that path's
+    (size limit, fallback alpha, fallback bandwidth) for messages past the limit; alphas carry the what-if scale."""
     g = np.asarray(graph, dtype=float)
-    alpha = (g * p["allreduce_alpha_graph_us"] + (1 - g) * p["allreduce_alpha_eager_us"]) * p["allreduce_scale"]
-    bw = g * p["allreduce_bus_bytes_per_s"] + (1 - g) * p["allreduce_eager_bus_bytes_per_s"]
-    return alpha, bw
+
+    def mix(graph_key, eager_key):
+        return g * p[graph_key] + (1 - g) * p[eager_key]
+
+    scale = p["allreduce_scale"]
+    alpha = mix("allreduce_alpha_graph_us", "allreduce_alpha_eager_us") * scale
+    bw = mix("allreduce_bus_bytes_per_s", "allreduce_eager_bus_bytes_per_s")
+    limit = mix("allreduce_max_bytes_graph", "allreduce_max_bytes_eager")
+    fb_alpha = mix("allreduce_fallback_alpha_graph_us", "allreduce_fallback_alpha_eager_us") * scale
+    fb_bw = mix("allreduce_fallback_bus_graph_bytes_per_s", "allreduce_fallback_bus_eager_bytes_per_s")
+    return alpha, bw, (limit, fb_alpha, fb_bw)
 
 
 def _tp_collectives(p: Params, graph, layers, n, h, logit_rows, vocab) -> list[Op]:
     """A forward's TP collectives: all-reduces of n x h activations (per layer, plus the embedding's)
     and the all-gather of logit_rows x vocab fp32 logits; none at TP 1."""
-    alpha, bw = _allreduce_params(p, graph)
+    alpha, bw, large = _allreduce_params(p, graph)
     tp = p["tp"]
     tp_on = float(tp > 1) if np.ndim(tp) == 0 else (np.asarray(tp) > 1).astype(float)  # per point: none at TP 1
     return [
         Op("allreduce", "collective", "comm", (layers * p["allreduces_per_layer"] + 1) * tp_on,
-           bytes=n * h * ACT_BYTES, fixed_us=allreduce_us(n * h * ACT_BYTES, tp, alpha, bw)),
+           bytes=n * h * ACT_BYTES, fixed_us=allreduce_us(n * h * ACT_BYTES, tp, alpha, bw, large)),
         Op("logits_allgather", "collective", "comm", 1.0 * tp_on, bytes=logit_rows * vocab * LOGIT_BYTES,
            fixed_us=allgather_us(logit_rows * vocab * LOGIT_BYTES, tp, alpha, bw)),
     ]

@@ -13,6 +13,7 @@ from .schema import DTYPE_BYTES, Scenario
 Params = dict  # name -> float | np.ndarray
 
 NO_RUNNING_CAP = 1e9  # requests: the value of a running-requests cap that never binds
+NO_MESSAGE_LIMIT = 1e30  # bytes: the size limit of an all-reduce that takes any message
 
 
 def block_scaled(dtypes, block_scales: bool) -> bool:
@@ -90,6 +91,18 @@ def small_kernel_params(sc: Scenario) -> Params:
     }
 
 
+def allreduce_limit_params(graph_ar, eager_ar, tp) -> Params:
+    """The large-message side of the graph and eager all-reduce paths: each one's size limit (bytes; none:
+    NO_MESSAGE_LIMIT) and its fallback's latency at ``tp`` and bus bandwidth (the path itself where it has none)."""
+    out = {}
+    for path, ar in (("graph", graph_ar), ("eager", eager_ar)):
+        fb = ar.fallback if ar.max_message_bytes is not None and ar.fallback is not None else ar
+        out[f"allreduce_max_bytes_{path}"] = float(ar.max_message_bytes) if fb is not ar else NO_MESSAGE_LIMIT
+        out[f"allreduce_fallback_alpha_{path}_us"] = fb.alpha_at(tp)
+        out[f"allreduce_fallback_bus_{path}_bytes_per_s"] = fb.bus_bytes_per_s
+    return out
+
+
 def scenario_params(sc: Scenario) -> Params:
     """All numbers the cost, cycle and acceptance models read, with units in the names."""
     g, par, t, d, e, s, w = sc.gpu, sc.parallel, sc.target, sc.draft, sc.engine, sc.speculation, sc.workload
@@ -103,6 +116,8 @@ def scenario_params(sc: Scenario) -> Params:
         "allreduce_alpha_eager_us": ar_eager.alpha_at(par.tp),
         "allreduce_bus_bytes_per_s": par.allreduce.bus_bytes_per_s,
         "allreduce_eager_bus_bytes_per_s": ar_eager.bus_bytes_per_s,
+        # messages past an implementation's size limit take its fallback (custom all-reduce -> NCCL above 8 MiB)
+        **allreduce_limit_params(par.allreduce, ar_eager, par.tp),
         "allreduce_scale": par.allreduce_scale,
         "allreduces_per_layer": float(par.allreduces_per_layer),
         # target architecture

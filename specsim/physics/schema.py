@@ -152,11 +152,16 @@ class GPU(_Model):
 
 
 class AllReduce(_Model):
-    """Small-message all-reduce: t = alpha(tp) + bytes * 2(tp-1)/tp / bus_bytes_per_s."""
+    """An all-reduce implementation: t = alpha(tp) + bytes * 2(tp-1)/tp / bus_bytes_per_s, up to
+    ``max_message_bytes``; larger messages take ``fallback`` (SGLang's and vLLM's custom all-reduce
+    hands messages above 8 MiB to NCCL)."""
 
     name: str
     alpha_us: dict[int, float] = Field(description="latency per all-reduce by TP size, microseconds")
     bus_bytes_per_s: float = Field(gt=0, le=1e14, description="bus bandwidth for the bandwidth term, bytes/s")
+    max_message_bytes: float | None = Field(
+        None, gt=0, le=1e15, description="largest message this implementation takes, bytes; None: any size")
+    fallback: AllReduce | None = Field(None, description="the implementation messages above max_message_bytes take")
     sources: dict[str, str] = Field(default_factory=dict)
 
     @field_validator("alpha_us")

@@ -28,7 +28,10 @@ def allreduce_us(payload_bytes, tp, alpha_us, bus_bytes_per_s, large=None):
         t = alpha_us + np.asarray(payload_bytes, dtype=float) * 2.0 * (tp - 1.0) / tp / bus_bytes_per_s * 1e6
         return np.where(tp > 1, t, 0.0)
     over = np.asarray(payload_bytes, dtype=float) > np.asarray(limit, dtype=float)
-    return np.where(over, allreduce_us(payload_bytes, tp, fb_alpha, fb_bw), allreduce_us(payload_bytes, tp, alpha_us, bus_bytes_per_s))
+    own = allreduce_us(payload_bytes, tp, alpha_us, bus_bytes_per_s)
+    if not over.any():  # no point past the limit: the implementation's own cost throughout
+        return own
+    return np.where(over, allreduce_us(payload_bytes, tp, fb_alpha, fb_bw), own)
 
 
 def allgather_us(total_bytes, tp, alpha_us, bus_bytes_per_s):

@@ -644,3 +644,80 @@ def test_the_fused_moe_grid_at_its_bounds_gives_finite_predictions(field, value)
     d["gpu"][field] = value
     pred = evaluate(scenario_from_dict(d))
     assert math.isfinite(pred.tok_s) and pred.tok_s > 0 and math.isfinite(pred.baseline_tok_s) and pred.baseline_tok_s > 0
+
+
+# ---- found by a fuzzing pass (session 10) ----
+@pytest.mark.parametrize("path,value,field", [
+    (("graph", "idle_replay_us"), None, "graph.idle_replay_us"),
+    (("graph", "idle_replay_us"), "x", "graph.idle_replay_us"),
+    (("attention", "shape", "kv_heads"), None, "attention.shape.kv_heads"),
+    (("attention", "shape", "kv_heads"), [8], "attention.shape.kv_heads"),
+    (("copy", "points", 0, "variant"), 5, "copy.points[0].variant"),
+])
+def test_a_profile_field_of_the_wrong_type_is_one_line_in_predict_and_check(run_cli, tmp_path, path, value, field):
+    """The fit read these fields unchecked: a null or a string gave a TypeError traceback in predict, and
+    `measure check` passed the file."""
+    d = json.loads((ROOT / "models" / "profiles" / "h200.json").read_text())
+    o = d
+    for k in path[:-1]:
+        o = o[k]
+    o[path[-1]] = value
+    f = tmp_path / "p.json"
+    f.write_text(json.dumps(d))
+    _one_line_exit_2(run_cli, "predict", "--profile", str(f), field=field)
+    code, _, err = run_cli("measure", "check", str(f))
+    assert code == 2 and field in err, err
+
+
+@pytest.mark.parametrize("rows,field", [(1, "dataset.sweeps.0.rows"), ([{"batch": 1, "speedup": 1.5, "dataset": ["x"]},
+                                                                         {"batch": 8, "speedup": 1.4, "dataset": ["x"]}],
+                                                                        "dataset.sweeps.0.rows.0.dataset")])
+def test_sweep_rows_of_the_wrong_shape_are_one_line(run_cli, tmp_path, rows, field):
+    d = json.loads((ROOT / "calibration" / "datasets" / "published_batch_sweeps.json").read_text())
+    sw = next(s for s in d["sweeps"] if s.get("static_batch"))
+    f = tmp_path / "d.json"
+    f.write_text(json.dumps({**d, "sweeps": [{**sw, "rows": rows}], "configs": [], "baselines": []}))
+    _one_line_exit_2(run_cli, "validate", str(f), field=field)
+
+
+def test_a_json_file_of_millions_of_values_is_refused_before_it_is_parsed(run_cli, tmp_path):
+    """A 40 MB list of 20M empty objects passes the size cap; parsed, it took gigabytes."""
+    f = tmp_path / "many.json"
+    f.write_text("[" + ",".join(["{}"] * 5_000_000) + "]")
+    _one_line_exit_2(run_cli, "predict", "--scenario", str(f), field="JSON values")
+    _one_line_exit_2(run_cli, "predict", "--profile", str(f), field="values")
+
+
+def test_a_text_field_of_millions_of_characters_is_refused(run_cli, tmp_path):
+    """A 10M-character scenario name made the text renderer's line wrapping run for minutes."""
+    d = json.loads((ROOT / "calibration" / "scenarios" / "kimi-k2.5-seed.json").read_text())
+    d["name"] = "x" * 100_001
+    f = tmp_path / "s.json"
+    f.write_text(json.dumps(d))
+    _one_line_exit_2(run_cli, "predict", "--scenario", str(f), field="name")
+
+
+@pytest.mark.parametrize("path", [("gpu", "mem_efficiency"), ("gpu", "hbm_bytes_per_s"), ("engine", "attention_mem_efficiency"),
+                                  ("parallel", "allreduce", "bus_bytes_per_s")])
+def test_a_denormal_rate_is_refused_naming_its_field(run_cli, tmp_path, path):
+    """1e-320 is > 0 and passed the schema, then divided by zero deep in the model (an error naming no field)."""
+    d = json.loads((ROOT / "calibration" / "scenarios" / "kimi-k2.5-seed.json").read_text())
+    o = d
+    for k in path[:-1]:
+        o = o[k]
+    o[path[-1]] = 1e-320
+    f = tmp_path / "s.json"
+    f.write_text(json.dumps(d))
+    _one_line_exit_2(run_cli, "predict", "--scenario", str(f), field=".".join(path))
+
+
+def test_impossible_bench_speculative_records_are_skipped_and_counted(run_cli, tmp_path):
+    good = {"batch_size": 1, "steps": 2, "topk": 1, "num_draft_tokens": 3, "acc_length": 2.1, "step_time": 0.0222, "speed": 94}
+    bad = [{**good, "acc_length": 1e308}, {**good, "acc_length": 4.0}, {**good, "steps": 2000}, {**good, "step_time": 1e300},
+           {**good, "speed": 1e308}]
+    f = tmp_path / "b.jsonl"
+    f.write_text("\n".join(json.dumps(x) for x in [*bad, good]) + "\n")
+    code, out, err = run_cli("ingest", str(f), "--json")
+    assert code == 0, err
+    d = json.loads(out)
+    assert len(d["bench"]) == 1 and d["lines_skipped"] == 5 and d["bench"][0]["accept_length"] == 2.1, d

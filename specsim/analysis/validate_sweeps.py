@@ -197,11 +197,17 @@ def _check_dataset_lengths(it: dict, f: str) -> None:
     from .run import check_run_lengths
 
     dl = it.get("dataset_lengths")
+    if not isinstance(it.get("rows", []), list):
+        raise SpecsimError(f"{f}.rows", type(it["rows"]).__name__, f"allowed: a list of at most {MAX_ROWS} objects")
+    rows = [r for r in it.get("rows") or [] if isinstance(r, dict)]
+    for j, r in enumerate(rows):  # a dataset name keys its lengths and its own accept length: text only
+        if r.get("dataset") is not None and not isinstance(r["dataset"], str):
+            raise SpecsimError(f"{f}.rows.{j}.dataset", r["dataset"], "allowed: a dataset name (text)")
     if dl is not None:
         if not isinstance(dl, dict) or len(dl) > MAX_DATASET_LENGTHS:
             raise SpecsimError(f"{f}.dataset_lengths", type(dl).__name__ if not isinstance(dl, dict) else len(dl),
                                f"allowed: an object of at most {MAX_DATASET_LENGTHS} datasets")
-        names = {r.get("dataset") for r in it.get("rows") or [] if isinstance(r, dict)}
+        names = {r.get("dataset") for r in rows}
         for name, v in dl.items():
             g = f"{f}.dataset_lengths.{str(name)[:60]}"
             if not isinstance(v, dict):
@@ -212,7 +218,7 @@ def _check_dataset_lengths(it: dict, f: str) -> None:
             if v.get("input_len") is None:
                 raise SpecsimError(f"{g}.input_len", None, "missing: give input_len and output_len", show_value=False)
     if it.get("static_batch"):
-        names = [r.get("dataset") for r in it.get("rows") or [] if isinstance(r, dict)] or [None]
+        names = [r.get("dataset") for r in rows] or [None]
         for name in dict.fromkeys(names):
             if name is not None and name in (dl or {}):
                 continue  # its own lengths, checked above

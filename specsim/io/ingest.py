@@ -506,6 +506,13 @@ def _float(s: str, lo: float = 0.0, hi: float = math.inf) -> float:
     return v
 
 
+MAX_STEP_TIME_S = 3600.0  # one decode iteration (s)
+MAX_BENCH_STEPS = 64  # draft steps and topk (the schema's range)
+MAX_BENCH_DRAFT_TOKENS = 4096
+MAX_BENCH_BATCH = 1_000_000
+MAX_SPEED_TOK_S = 1e7  # per request
+
+
 def _jnum(x: Any, lo: float = 0.0, hi: float = math.inf, *, allow_none: bool = True,
           lo_open: bool = False) -> float | None:
     """Validate a JSON number; None passes through if allowed."""
@@ -524,7 +531,7 @@ def _jnum(x: Any, lo: float = 0.0, hi: float = math.inf, *, allow_none: bool = T
     return v
 
 
-def _jint(x: Any, lo: int = 0, *, allow_none: bool = True) -> int | None:
+def _jint(x: Any, lo: int = 0, hi: int = 10**15, *, allow_none: bool = True) -> int | None:
     if x is None:
         if allow_none:
             return None
@@ -533,7 +540,7 @@ def _jint(x: Any, lo: int = 0, *, allow_none: bool = True) -> int | None:
         raise _Corrupt
     if isinstance(x, float) and x.is_integer() and abs(x) < 2**53:
         x = int(x)
-    if not isinstance(x, int) or x < lo:
+    if not isinstance(x, int) or x < lo or x > hi:
         raise _Corrupt
     return x
 
@@ -872,15 +879,19 @@ def _parse_bench_json(obj: Any) -> BenchRecord:
     if not isinstance(obj, dict):
         raise _Corrupt
     if "step_time" in obj and ("batch_size" in obj or "acc_length" in obj or "speed" in obj):
-        step_time_s = _jnum(obj.get("step_time"), allow_none=False, lo_open=True)
-        acc = _jnum(obj.get("acc_length", obj.get("accept_length")), lo=1.0)
-        speed = _jnum(obj.get("speed"))
+        # a record outside what one decode iteration can be (an hour, 64 steps + 1 tokens, 1e7 tok/s per request)
+        # is corrupt: skipped and counted like any malformed line
+        step_time_s = _jnum(obj.get("step_time"), hi=MAX_STEP_TIME_S, allow_none=False, lo_open=True)
+        steps = _jint(obj.get("steps"), hi=MAX_BENCH_STEPS)
+        acc = _jnum(obj.get("acc_length", obj.get("accept_length")), lo=1.0,
+                    hi=MAX_BENCH_STEPS + 1.0 if steps is None else steps + 1.0)
+        speed = _jnum(obj.get("speed"), hi=MAX_SPEED_TOK_S)
         return BenchRecord(
             source="bench_speculative",
-            batch_size=_jint(obj.get("batch_size"), lo=1),
-            steps=_jint(obj.get("steps")),
-            topk=_jint(obj.get("topk")),
-            num_draft_tokens=_jint(obj.get("num_draft_tokens")),
+            batch_size=_jint(obj.get("batch_size"), lo=1, hi=MAX_BENCH_BATCH),
+            steps=steps,
+            topk=_jint(obj.get("topk"), hi=MAX_BENCH_STEPS),
+            num_draft_tokens=_jint(obj.get("num_draft_tokens"), hi=MAX_BENCH_DRAFT_TOKENS),
             accept_length=acc,
             step_time_ms=(step_time_s or 0.0) * 1000.0,
             speed_tok_s=speed,

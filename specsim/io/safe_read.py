@@ -30,12 +30,14 @@ from ..errors import SpecsimError
 
 MAX_JSON_BYTES = 64 * 1024 * 1024  # scenario / config / dataset files
 MAX_JSON_DEPTH = 64  # a scenario nests 4 levels; HF configs ~4
+MAX_JSON_VALUES = 4_000_000  # commas + containers of one JSON text (bounds the parsed objects: ~0.5 GB)
 MAX_LINE_BYTES = 1024 * 1024  # one log line (longer lines are counted as one skipped line)
 CHUNK_BYTES = 4 * 1024 * 1024
 
 __all__ = [
     "MAX_JSON_BYTES",
     "MAX_JSON_DEPTH",
+    "MAX_JSON_VALUES",
     "MAX_LINE_BYTES",
     "check_json_depth",
     "iter_blocks",
@@ -189,6 +191,8 @@ def _first_nonfinite(obj, path: list[str], budget: list[int]):
 def loads_bounded(text: str, field: str, name: str, max_depth: int = MAX_JSON_DEPTH):
     """``json.loads`` with a depth limit; a NaN / Infinity / overflowing number is refused naming
     its path (``field: a.b.0: got inf; allowed: a finite number``)."""
+    if text.count(",") + text.count("[") + text.count("{") > MAX_JSON_VALUES:  # before the parser builds them
+        raise SpecsimError(field, name, f"more than {MAX_JSON_VALUES:,} JSON values; allowed at most {MAX_JSON_VALUES:,}")
     check_json_depth(text, field, name, max_depth)
     try:
         obj = json.loads(text)

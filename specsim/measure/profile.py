@@ -95,6 +95,10 @@ def read_json_bounded(path, max_bytes: int = MAX_BYTES):
         raise ProfileError(f"{p}: cannot read ({exc.strerror or exc})") from None
     if len(raw) > max_bytes:
         raise ProfileError(f"{p}: more than the {max_bytes} bytes allowed")
+    # values <= commas + containers + 1: refuse a file that could hold far more values than allowed before
+    # the parser builds them (a list of 20M zeros fits in 64 MiB and would take gigabytes as Python objects)
+    if raw.count(b",") + raw.count(b"[") + raw.count(b"{") > 4 * MAX_ITEMS:
+        raise ProfileError(f"{p}: more than {MAX_ITEMS} values")
     try:
         obj = json.loads(raw.decode("utf-8"), parse_constant=_reject_constant)
     except RecursionError:
@@ -254,6 +258,8 @@ def validate_profile(obj, strict: bool = True) -> list[str]:
                 problems.append("host.sync: must be an object")
             else:
                 _num(sy.get("item_idle_us"), "host.sync.item_idle_us", problems)
+                if "device" in sy and not isinstance(sy["device"], str):
+                    problems.append(f"host.sync.device: got {_short(sy['device'])}; allowed: a string (cuda or cpu)")
     if "gemm" in obj:
         g = obj["gemm"]
         curves = g.get("curves") if isinstance(g, dict) else None
@@ -295,6 +301,15 @@ def validate_profile(obj, strict: bool = True) -> list[str]:
             for i, p in enumerate(pts):
                 if p.get("phase") not in ("decode", "verify"):
                     problems.append(f"attention.points[{i}].phase: expected decode or verify, got {p.get('phase')!r}")
+                for key in ("kv_bytes", "kv_bytes_per_s"):  # optional; the attention fit reads them where present
+                    if key in p:
+                        _num(p[key], f"attention.points[{i}].{key}", problems, allow_none=True)
+            shape = a.get("shape")
+            if shape is not None:
+                if not isinstance(shape, dict):
+                    problems.append("attention.shape: must be an object")
+                elif "kv_heads" in shape:
+                    _num(shape["kv_heads"], "attention.shape.kv_heads", problems, integer=True)
     if "topk" in obj:
         t = obj["topk"]
         if not isinstance(t, dict):
@@ -306,7 +321,7 @@ def validate_profile(obj, strict: bool = True) -> list[str]:
         if not isinstance(g, dict):
             problems.append("graph: must be an object")
         else:
-            for key in ("fixed_us", "per_node_us"):
+            for key in ("fixed_us", "per_node_us", "idle_replay_us"):
                 if key in g:
                     _num(g[key], f"graph.{key}", problems, positive=False)
             if "eager_launch_us" in g:
@@ -318,7 +333,9 @@ def validate_profile(obj, strict: bool = True) -> list[str]:
         if not isinstance(cp, dict):
             problems.append("copy: must be an object")
         else:
-            _points(cp, "points", "copy", problems, {"bytes": "int", "us": "num", "bytes_per_s": "num"})
+            for i, p in enumerate(_points(cp, "points", "copy", problems, {"bytes": "int", "us": "num", "bytes_per_s": "num"})):
+                if "variant" in p and not isinstance(p["variant"], str):
+                    problems.append(f"copy.points[{i}].variant: got {_short(p['variant'])}; allowed: a string")
             if "bytes_per_s" in cp:
                 _num(cp["bytes_per_s"], "copy.bytes_per_s", problems, allow_none=True)
     if "collectives" in obj:

@@ -58,6 +58,11 @@ def _bad_scalar(v) -> bool:
     return isinstance(v, (bool, str, bytes))
 
 
+MIN_EFFICIENCY = 1e-4  # achieved / datasheet rate: below this no real kernel was measured (and rates divide by it)
+MIN_RATE = 1e6  # bytes (per second): the least bandwidth or capacity a device or link is given
+MAX_TEXT = 10_000  # characters in any text field (names, sources, notes): longer input is refused, not rendered
+
+
 class _Model(BaseModel):
     """Common base: unknown keys refused, no NaN/inf anywhere, numbers are numbers.
 
@@ -66,7 +71,7 @@ class _Model(BaseModel):
     its physical range with ``ge``/``gt``/``le``.
     """
 
-    model_config = ConfigDict(extra="forbid", validate_assignment=True, allow_inf_nan=False)
+    model_config = ConfigDict(extra="forbid", validate_assignment=True, allow_inf_nan=False, str_max_length=MAX_TEXT)
 
     @field_validator("*", mode="before")
     @classmethod
@@ -97,13 +102,13 @@ class GPU(_Model):
     """One accelerator (per-device numbers, datasheet values with sources)."""
 
     name: str
-    hbm_bytes_per_s: float = Field(gt=0, le=1e14, description="datasheet HBM bandwidth, bytes/s")
-    memory_bytes: float = Field(gt=0, le=1e13, description="HBM capacity, bytes")
+    hbm_bytes_per_s: float = Field(ge=MIN_RATE, le=1e14, description="datasheet HBM bandwidth, bytes/s")
+    memory_bytes: float = Field(ge=MIN_RATE, le=1e13, description="HBM capacity, bytes")
     peak_flops: dict[str, float] = Field(description="dense peak FLOP/s per compute dtype")
-    mem_efficiency: float = Field(0.78, gt=0, le=1, description="achieved/datasheet HBM BW for large memory-bound GEMMs")
-    flop_efficiency: float = Field(0.78, gt=0, le=1, description="achieved/peak FLOP/s for large GEMMs")
+    mem_efficiency: float = Field(0.78, ge=MIN_EFFICIENCY, le=1, description="achieved/datasheet HBM BW for large memory-bound GEMMs")
+    flop_efficiency: float = Field(0.78, ge=MIN_EFFICIENCY, le=1, description="achieved/peak FLOP/s for large GEMMs")
     kernel_floor_us: float = Field(3.0, ge=0, le=1e4, description="minimum GPU time of one kernel (ramp-up, tail, sync)")
-    gemm_peak_efficiency: float = Field(0.73, gt=0, le=1, description="achieved/peak FLOP/s of large compute-bound GEMMs")
+    gemm_peak_efficiency: float = Field(0.73, ge=MIN_EFFICIENCY, le=1, description="achieved/peak FLOP/s of large compute-bound GEMMs")
     gemm_stream_loss: float = Field(
         0.15, ge=0, le=1, description="share of the shorter of a GEMM's weight streaming and its compute that the "
         "pipeline does not hide behind the longer")
@@ -114,11 +119,11 @@ class GPU(_Model):
     vocab_topk_fixed_us: float = Field(
         0.0, ge=0, le=1e5, description="fixed time of a softmax + max/top-k over a vocabulary (row reductions)")
     vocab_pass_bytes_per_s: float | None = Field(
-        None, gt=0, le=1e15, description="streaming rate of softmax + max over fp32 logits; None: elementwise bandwidth")
+        None, ge=MIN_RATE, le=1e15, description="streaming rate of softmax + max over fp32 logits; None: elementwise bandwidth")
     vocab_topk_pass_factor: float = Field(
         1.0, ge=1, le=100, description="top-k (k > 1) time over the vocabulary relative to softmax + max")
     elementwise_mem_efficiency: float = Field(
-        0.7, gt=0, le=1, description="achieved/datasheet HBM BW of elementwise kernels (norms, rotary, activations)")
+        0.7, ge=MIN_EFFICIENCY, le=1, description="achieved/datasheet HBM BW of elementwise kernels (norms, rotary, activations)")
     sm_count: int = Field(132, ge=1, le=10_000, description="streaming multiprocessors (CTAs of a kernel's grid share them)")
     moe_cta_bytes_per_s: float = Field(
         5.63e10, ge=1e6, le=1e14, description="weight bytes/s one live CTA of the fused-MoE Triton kernel streams (bf16 "
@@ -141,8 +146,8 @@ class GPU(_Model):
     def _has_bf16(cls, v: dict[str, float]) -> dict[str, float]:
         if "bf16" not in v:
             raise ValueError("peak_flops must include 'bf16'")
-        if any(not 0 < x <= 1e18 for x in v.values()):
-            raise ValueError("peak_flops values must be in (0, 1e18] FLOP/s")
+        if any(not 1e9 <= x <= 1e18 for x in v.values()):
+            raise ValueError("peak_flops values must be in [1e9, 1e18] FLOP/s")
         return v
 
     def flops_for(self, weight_dtype: str) -> float:
@@ -158,7 +163,7 @@ class AllReduce(_Model):
 
     name: str
     alpha_us: dict[int, float] = Field(description="latency per all-reduce by TP size, microseconds")
-    bus_bytes_per_s: float = Field(gt=0, le=1e14, description="bus bandwidth for the bandwidth term, bytes/s")
+    bus_bytes_per_s: float = Field(ge=MIN_RATE, le=1e14, description="bus bandwidth for the bandwidth term, bytes/s")
     max_message_bytes: float | None = Field(
         None, gt=0, le=1e15, description="largest message this implementation takes, bytes; None: any size")
     fallback: AllReduce | None = Field(None, description="the implementation messages above max_message_bytes take")
@@ -333,9 +338,9 @@ class Engine(_Model):
     host_per_cycle_ms: float = Field(0.6, ge=0, le=1e4, description="scheduler + Python bookkeeping per spec cycle")
     host_per_token_us: float = Field(10.0, ge=0, le=1e6, description="Python per committed token per request")
     host_per_request_us: float = Field(
-        0.0, ge=0, description="host work per request per spec cycle (batch assembly, tree/mask inputs, accept loop)")
+        0.0, ge=0, le=1e6, description="host work per request per spec cycle (batch assembly, tree/mask inputs, accept loop)")
     host_per_request_decode_us: float = Field(
-        0.0, ge=0, description="host work per request per plain decode iteration")
+        0.0, ge=0, le=1e6, description="host work per request per plain decode iteration")
     host_per_decode_step_ms: float = Field(0.6, ge=0, le=1e4, description="scheduler + bookkeeping per decode iteration")
     stop_check_us: float = Field(
         0.0, ge=0, le=1e6, description="extra host us per finish check when a request carries stop strings "
@@ -367,7 +372,7 @@ class Engine(_Model):
     per_token_traffic_factor: float = Field(
         1.0, ge=1.0, le=100.0, description="weight traffic per token-expert of a gathered kernel (3 = copy read+write, then GEMM read)"
     )
-    small_kernel_factor: float = Field(1.0, gt=0, le=100.0, description="elementwise kernels per fused small kernel (unfused eager ~3)")
+    small_kernel_factor: float = Field(1.0, ge=0.01, le=100.0, description="elementwise kernels per fused small kernel (unfused eager ~3)")
     small_kernel_floor_us: float | None = Field(
         None, ge=0, le=1e4, description="GPU time of one of the engine's small memory-bound kernels (norm, rotary, "
         "activation, routing, copy) beyond its launch and its bytes, us; None: the GPU's kernel_floor_us")
@@ -400,7 +405,7 @@ class Engine(_Model):
         "code for it launches beyond the defaults")
     fused_projections: bool = Field(True, description="qkv and gate_up run as one GEMM each")
     mla_absorbed: bool = Field(True, description="MLA attention over the latent cache (SGLang); False: per-head K/V")
-    moe_mem_efficiency: float = Field(0.6, gt=0, le=1, description="achieved/datasheet HBM BW of routed-expert GEMMs at small widths")
+    moe_mem_efficiency: float = Field(0.6, ge=MIN_EFFICIENCY, le=1, description="achieved/datasheet HBM BW of routed-expert GEMMs at small widths")
     moe_tiles: Literal["none", "sglang-triton", "vllm-triton"] = Field(
         "none", description="how the routed-expert GEMM is tiled: 'sglang-triton' - SGLang's fused MoE Triton kernel with "
         "its config rule (a tuned table, else get_default_config) and its CTA grid, launched for the worst-case padding; "
@@ -414,10 +419,10 @@ class Engine(_Model):
         "so a CTA streams at moe_cta_bytes_per_s_fp8), else per-tensor or per-channel ones (it streams as bf16 tiles do); "
         "the scenario builder sets it from the model's target.moe.fp8_scales")
     moe_wide_tile_mem_efficiency: float = Field(
-        0.566, gt=0, le=1, description="achieved/datasheet HBM BW of the bf16 default config's 64 x 64 x 32 tiles (SGLang "
+        0.566, ge=MIN_EFFICIENCY, le=1, description="achieved/datasheet HBM BW of the bf16 default config's 64 x 64 x 32 tiles (SGLang "
         "get_default_config above tokens = experts), in place of moe_mem_efficiency")
     moe_mem_efficiency_int4: float | None = Field(
-        None, gt=0, le=1, description="the same for routed experts stored as INT4 (W4A16 kernels): a preset prior the "
+        None, ge=MIN_EFFICIENCY, le=1, description="the same for routed experts stored as INT4 (W4A16 kernels): a preset prior the "
         "scenario builder puts in moe_mem_efficiency when the model's routed experts are int4")
     attention_kv_reads: Literal["per_kv_head", "per_q_head", "per_q_head_multi_token"] = Field(
         "per_kv_head", description="how often attention reads each KV head: once (GQA packed), once per query head "
@@ -426,12 +431,12 @@ class Engine(_Model):
         1e9, gt=0, le=1e9, description="(request x KV head) work items above which the attention kernel stops splitting "
                                        "the KV sequence across SMs (torch/FA2 heuristic); 1e9: never (balanced schedulers)")
     attention_unsplit_efficiency: float = Field(
-        1.0, gt=0, le=1, description="achieved/datasheet HBM BW of attention above attention_unsplit_items")
+        1.0, ge=MIN_EFFICIENCY, le=1, description="achieved/datasheet HBM BW of attention above attention_unsplit_items")
     static_cache_headroom_tokens: int = Field(
         0, ge=0, le=10_000_000, description="a static KV cache preallocated this far past the context; attention reads all of it")
     attention_flop_efficiency: float = Field(
-        0.75, gt=0, le=1, description="achieved/peak FLOP/s of the attention kernels once compute-bound (FA3 ~0.75, FA2 ~0.35)")
-    attention_mem_efficiency: float = Field(0.6, gt=0, le=1, description="achieved/datasheet HBM BW of attention over the KV cache")
+        0.75, ge=MIN_EFFICIENCY, le=1, description="achieved/peak FLOP/s of the attention kernels once compute-bound (FA3 ~0.75, FA2 ~0.35)")
+    attention_mem_efficiency: float = Field(0.6, ge=MIN_EFFICIENCY, le=1, description="achieved/datasheet HBM BW of attention over the KV cache")
     max_running_requests: int | None = Field(
         None, ge=1, le=10_000_000, description="requests the scheduler runs at once, speculation on or off (SGLang "
                                                "--max-running-requests, vLLM max_num_seqs); the rest wait in the queue; "
@@ -467,7 +472,7 @@ class Parallel(_Model):
     allreduce_eager: AllReduce | None = Field(
         None, description="all-reduce path taken by eager (non-graph) forwards; None = same as allreduce"
     )
-    allreduce_scale: float = Field(1.0, gt=0, le=1e6, description="multiplier on all-reduce latency (what-if knob)")
+    allreduce_scale: float = Field(1.0, ge=1e-6, le=1e6, description="multiplier on all-reduce latency (what-if knob)")
     allreduces_per_layer: int = Field(2, ge=0, le=1024)
 
 

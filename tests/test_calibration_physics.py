@@ -113,6 +113,10 @@ def test_profile_collectives_replace_the_allreduce_prior(tmp_path):
     assert sc.parallel.allreduce.bus_bytes_per_s == pytest.approx(3.0e11)
     assert sc.parallel.allreduce_eager.alpha_at(8) == pytest.approx(12.0)
     assert "profile" in sc.parallel.allreduce.sources["alpha_us"]
+    # the measured NCCL line covers every size it timed: the preset's 8 MiB switch to NCCL's preset numbers is gone
+    base = build_scenario(model="kimi-k2.5", gpu="h200", tp=8)
+    assert base.parallel.allreduce.max_message_bytes == 8 * 2**20 and base.parallel.allreduce.fallback is not None
+    assert sc.parallel.allreduce.max_message_bytes is None and sc.parallel.allreduce.fallback is None
 
 
 def test_flag_bounds_come_from_the_schema():

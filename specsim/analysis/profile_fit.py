@@ -256,8 +256,11 @@ def apply_profile(sc, path: str):
     for mode, (alpha, bw) in coll.items():
         key = "allreduce" if mode == "graph" else "allreduce_eager"
         ar = data["parallel"].get(key) or dict(data["parallel"]["allreduce"])
-        ar = {**ar, "alpha_us": {**ar["alpha_us"], tp: alpha}, "bus_bytes_per_s": bw,
-              "sources": {**ar.get("sources", {}), "alpha_us": f"TP{tp}: {src}", "bus_bytes_per_s": f"TP{tp}: {src}"}}
+        # the measured NCCL line covers every message size it timed: no size limit, no preset fallback past it
+        ar = {**ar, "alpha_us": {**ar["alpha_us"], tp: alpha}, "bus_bytes_per_s": bw, "max_message_bytes": None,
+              "fallback": None,
+              "sources": {**ar.get("sources", {}), "alpha_us": f"TP{tp}: {src}", "bus_bytes_per_s": f"TP{tp}: {src}",
+                          "max_message_bytes": f"None: the measured line ({src})"}}
         data["parallel"][key] = ar
     for key, v in fit.gpu.items():
         data["gpu"][key] = v

@@ -4,7 +4,18 @@ from __future__ import annotations
 
 from ..errors import SpecsimError
 from ..io.presets import get_engine, get_gpu, get_model, load_scenario, moe_config_tuned, preset_key, scenario_from_dict
-from ..physics.schema import Engine, Parallel, Scenario, Speculation, Workload, check_field
+from ..physics.schema import Engine, Parallel, Scenario, Speculation, Workload, check_field, field_range
+
+
+def check_running_cap(value, flag: str = "max-running-requests") -> int:
+    """A cap on requests run at once: an integer (numpy's too, not a bool) in the schema's range, else the one-line
+    error naming ``flag``."""
+    import numbers
+
+    if not isinstance(value, numbers.Integral) or isinstance(value, bool):
+        lo, hi = field_range(Engine, "max_running_requests")
+        raise SpecsimError(flag, value, f"allowed: an integer in [{lo}, {hi}]")
+    return int(check_field(Engine, "max_running_requests", int(value), flag))
 
 
 def check_tp(tp: int, target_heads: int, draft_heads: int) -> None:
@@ -303,12 +314,7 @@ def build_scenario(
                 eng["capture_batch_sizes"] = []
         eng.setdefault("sources", {})["capture_batch_sizes"] = f"--graph-max {graph_max} (user)"
     if max_running_requests is not None:
-        import numbers
-
-        if not isinstance(max_running_requests, numbers.Integral) or isinstance(max_running_requests, bool):
-            raise SpecsimError("max-running-requests", max_running_requests, "allowed: an integer in [1, 10000000]")
-        max_running_requests = int(max_running_requests)
-        check_field(Engine, "max_running_requests", max_running_requests, "max-running-requests")
+        max_running_requests = check_running_cap(max_running_requests)
         data["engine"]["max_running_requests"] = max_running_requests
         data["engine"].setdefault("sources", {})["max_running_requests"] = f"--max-running-requests {max_running_requests} (user)"
     if redeployed:

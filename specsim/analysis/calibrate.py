@@ -278,7 +278,7 @@ def fit(
     if baseline_tok_s is not None:
         if not baseline_tok_s > 0:
             raise SpecsimError("baseline-tok-s", baseline_tok_s, "must be a positive tokens/s")
-        base_ms = min(sc.workload.batch, sc.engine.running_cap(False) or sc.workload.batch) / baseline_tok_s * 1e3
+        base_ms = sc.engine.running_at_once(sc.workload.batch, False) / baseline_tok_s * 1e3
         meas.append(base_ms)
     meas += [float(c["cycle_ms"]) for c in cycles]
     meas_arr = np.array(meas)

@@ -101,8 +101,8 @@ def predict_run(requests: int, scenario=None, *, prompt_tokens: float | None = N
     sc = build_scenario(scenario, **overrides)
     slots = sc.workload.batch
     e = sc.engine  # the engine runs at most its cap at once: a wave is that many, the rest queue for the next
-    spec_ws = waves(requests, min(slots, e.running_cap(True) or slots))
-    base_ws = waves(requests, min(slots, e.running_cap(False) or slots))
+    spec_ws = waves(requests, e.running_at_once(slots, True))
+    base_ws = waves(requests, e.running_at_once(slots, False))
     evals = {}  # one evaluation per distinct wave size (at most four)
     for n in sorted({n for n, _ in spec_ws + base_ws}):
         wave = build_scenario(sc, batch=n)

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from ..errors import SpecsimError
 from ..io.presets import get_allreduce, scenario_from_dict
 from ..physics.schema import Scenario
+from .build import check_running_cap
 from .predict import Prediction, build_scenario, evaluate
 
 PHASE_FIELDS = {"decode": "graph_decode", "verify": "graph_verify", "draft": "graph_draft", "draft_extend": "graph_draft_extend"}
@@ -196,18 +197,10 @@ def whatif_overlap(scenario=None, *, on: bool, **overrides) -> WhatIf:
 def whatif_running_cap(scenario=None, *, to: int, **overrides) -> WhatIf:
     """The launch's cap on requests run at once set to ``to`` (SGLang's --max-running-requests), e.g. raised past
     SGLang's speculative default of 48 so a batch of 128 runs whole."""
-    from ..physics.schema import Engine, field_range
-
-    lo, hi = field_range(Engine, "max_running_requests")
-    import numbers
-
-    if not isinstance(to, numbers.Integral) or isinstance(to, bool) or not lo <= to <= hi:
-        raise SpecsimError("to", to, f"allowed: an integer in [{lo}, {hi}] (requests run at once)")
-    to = int(to)
+    to = check_running_cap(to, "to")
     before = build_scenario(scenario, **overrides)
     after = build_scenario(before, max_running_requests=to)
-    e = before.engine
-    was = e.running_cap(True)
+    was = before.engine.running_cap(True)
     return compare(before, after, "running-cap", f"requests run at once: {was if was else 'no cap'} -> {to}")
 
 

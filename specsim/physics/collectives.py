@@ -18,20 +18,26 @@ def allreduce_us(payload_bytes, tp, alpha_us, bus_bytes_per_s, large=None):
     """
     if large is not None:
         limit, fb_alpha, fb_bw = large
-        if _scalars(payload_bytes, limit) and float(payload_bytes) <= float(limit):
-            large = None  # the common case, one scenario: the message fits the implementation
-    if large is None:
-        if _scalars(payload_bytes, tp, alpha_us, bus_bytes_per_s):  # one scenario: float arithmetic, same formula
-            tp = float(tp)
-            return alpha_us + float(payload_bytes) * 2.0 * (tp - 1.0) / tp / bus_bytes_per_s * 1e6 if tp > 1 else 0.0
-        tp = np.asarray(tp, dtype=float)
-        t = alpha_us + np.asarray(payload_bytes, dtype=float) * 2.0 * (tp - 1.0) / tp / bus_bytes_per_s * 1e6
-        return np.where(tp > 1, t, 0.0)
-    over = np.asarray(payload_bytes, dtype=float) > np.asarray(limit, dtype=float)
-    own = allreduce_us(payload_bytes, tp, alpha_us, bus_bytes_per_s)
-    if not over.any():  # no point past the limit: the implementation's own cost throughout
-        return own
-    return np.where(over, allreduce_us(payload_bytes, tp, fb_alpha, fb_bw), own)
+        if _scalars(payload_bytes, limit):  # one message size: one implementation takes it
+            if float(payload_bytes) > float(limit):
+                alpha_us, bus_bytes_per_s = fb_alpha, fb_bw
+        else:
+            over = np.asarray(payload_bytes, dtype=float) > np.asarray(limit, dtype=float)
+            own = _ring_us(payload_bytes, tp, alpha_us, bus_bytes_per_s)
+            if not over.any():  # no point past the limit: the implementation's own cost throughout
+                return own
+            return np.where(over, _ring_us(payload_bytes, tp, fb_alpha, fb_bw), own)
+    return _ring_us(payload_bytes, tp, alpha_us, bus_bytes_per_s)
+
+
+def _ring_us(payload_bytes, tp, alpha_us, bus_bytes_per_s):
+    """alpha + bytes * 2(tp-1)/tp / bus bandwidth of one implementation; zero at tp=1."""
+    if _scalars(payload_bytes, tp, alpha_us, bus_bytes_per_s):  # one scenario: float arithmetic, same formula
+        tp = float(tp)
+        return alpha_us + float(payload_bytes) * 2.0 * (tp - 1.0) / tp / bus_bytes_per_s * 1e6 if tp > 1 else 0.0
+    tp = np.asarray(tp, dtype=float)
+    t = alpha_us + np.asarray(payload_bytes, dtype=float) * 2.0 * (tp - 1.0) / tp / bus_bytes_per_s * 1e6
+    return np.where(tp > 1, t, 0.0)
 
 
 def allgather_us(total_bytes, tp, alpha_us, bus_bytes_per_s):

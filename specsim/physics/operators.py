@@ -186,12 +186,13 @@ def _allreduce_params(p: Params, graph):
     """(alpha, bus bandwidth) of the all-reduce path a forward takes (graph-captured or eager), and that path's
     (size limit, fallback alpha, fallback bandwidth) for messages past the limit; alphas carry the what-if scale."""
     g = np.asarray(graph, dtype=float)
-    one_path = None if g.ndim else float(g)  # one flag for every point: that path's numbers, no blend
+    one_flag = None if g.ndim else float(g)  # one flag for every point: that path's numbers, no blend
 
     def mix(graph_key, eager_key):
-        if one_path is not None:
-            return p[graph_key] if one_path == 1.0 else p[eager_key] if one_path == 0.0 else (
-                one_path * p[graph_key] + (1 - one_path) * p[eager_key])
+        if one_flag == 1.0:
+            return p[graph_key]
+        if one_flag == 0.0:
+            return p[eager_key]
         return g * p[graph_key] + (1 - g) * p[eager_key]
 
     scale = p["allreduce_scale"]

@@ -458,6 +458,11 @@ class Engine(_Model):
         engine's speculative default. The one place this rule lives."""
         return self.max_running_requests or (self.spec_max_running_requests if speculative else None)
 
+    def running_at_once(self, batch: int, speculative: bool) -> int:
+        """Of a batch of ``batch`` requests, the ones the engine runs at once (the rest wait in the queue)."""
+        cap = self.running_cap(speculative)
+        return batch if cap is None else min(batch, cap)
+
     @field_validator("capture_batch_sizes", "capture_token_sizes")
     @classmethod
     def _sizes(cls, v: list[int] | None) -> list[int] | None:

@@ -26,7 +26,7 @@ DECODE_QUERY_TILE = 16  # query rows per KV head a decode kernel pads to (tensor
 EXTEND_QUERY_TILE = 64  # query rows per KV head an extend/verify kernel pads to (FlashAttention/FlashInfer tile)
 
 
-@dataclass
+@dataclass(slots=True)
 class Op:
     """One kernel kind of a forward (per-kernel numbers; ``count`` kernels per forward)."""
 

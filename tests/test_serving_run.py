@@ -600,37 +600,71 @@ def test_numpy_integers_are_caps_too():
     assert whatif_running_cap(to=np.int64(128), batch=128, **QWEN_H100).after.running_requests == 128
 
 
-def test_specdecode_bench_llama3_70b_tp4_on_vllm_held_out_within_10_pct_at_every_batch():
+def test_specdecode_bench_llama3_70b_tp4_on_vllm_held_out_within_12_pct_at_every_batch():
     """REGRESSION guard on held-out data of another model and TP: SpecDecode-Bench's vLLM 0.10.1.1 Llama-3-70B on 4x
     H100 (TP4, an EAGLE-1 head, chain of 3), four datasets, accept length fitted at batch 1: batch 16, 64 and 128 all
-    within 10 % (modeled at context 512, prefill left out: the 70B runs' lengths are not published)."""
+    within the issue's 12 % (modeled at context 512, prefill left out: the 70B runs' lengths are not published). It
+    held 10 % before the custom all-reduce's two-shot line was measured; that moved InstructCoder at 64 from +4 to +12 %."""
     v = validate_sweeps()
     rows = [(s.id, r["batch"], r["error_pct"]) for s in v.sweeps if s.id.startswith("vllm0101-eagle1-llama3-70b-h100x4")
             for r in s.rows if not r["fitted"]]
-    assert len(rows) == 12 and all(abs(e) <= 10.0 for _, _, e in rows), rows
+    assert len(rows) == 12 and all(abs(e) <= 12.0 for _, _, e in rows), rows
 
 
-def test_a_message_past_the_custom_all_reduce_limit_takes_nccl():
-    """SGLang's custom all-reduce takes messages up to 8 MiB, NCCL the rest (faster per byte): each side is its own
-    implementation's cost, per point in one array call, and a wide TP4 verify pays NCCL's rate."""
+def test_the_custom_all_reduce_runs_one_shot_then_two_shot_then_nccl():
+    """SGLang's custom all-reduce: one-shot below 512 KiB at TP 4 (256 KiB at TP 8, any size to 8 MiB at TP 2),
+    two-shot to 8 MiB, NCCL past it; each message at its own implementation's cost, per point in one array call,
+    the two-shot line near the published times it was fitted to, and a wide TP4 verify at NCCL's rate."""
     import numpy as np
 
-    from specsim.io.presets import get_allreduce
+    from specsim.io.presets import data_root, get_allreduce
     from specsim.physics.collectives import allreduce_us
+    from specsim.physics.params import allreduce_path_params
 
-    ca, nccl = get_allreduce("sglang-custom-nvlink4"), get_allreduce("nccl-nvlink4")
-    assert ca.max_message_bytes == 8 * 1024 * 1024 and ca.fallback.name == nccl.name
-    large = (ca.max_message_bytes, nccl.alpha_at(4), nccl.bus_bytes_per_s)
-    small_msg, big_msg = 4e6, 23e6
-    own = allreduce_us(small_msg, 4, ca.alpha_at(4), ca.bus_bytes_per_s)
-    via_nccl = allreduce_us(big_msg, 4, nccl.alpha_at(4), nccl.bus_bytes_per_s)
-    assert allreduce_us(small_msg, 4, ca.alpha_at(4), ca.bus_bytes_per_s, large) == pytest.approx(own)
-    assert allreduce_us(big_msg, 4, ca.alpha_at(4), ca.bus_bytes_per_s, large) == pytest.approx(via_nccl)
-    assert via_nccl < allreduce_us(big_msg, 4, ca.alpha_at(4), ca.bus_bytes_per_s)
-    both = allreduce_us(np.array([small_msg, big_msg]), 4, ca.alpha_at(4), ca.bus_bytes_per_s, large)
-    assert both[0] == pytest.approx(own) and both[1] == pytest.approx(via_nccl)
+    one, two, nccl = (get_allreduce(n) for n in ("sglang-custom-nvlink4", "sglang-custom-twoshot-nvlink4", "nccl-nvlink4"))
+    assert one.fallback.name == two.name and two.fallback.name == nccl.name
+    assert one.max_bytes_at(4) == 512 * 1024 - 1 and one.max_bytes_at(8) == 256 * 1024 - 1
+    assert one.max_bytes_at(2) == two.max_bytes_at(4) == 8 * 1024 * 1024
+
+    def own(ar, size, tp):
+        return allreduce_us(size, tp, ar.alpha_at(tp), ar.bus_at(tp))
+
+    def chain(size, tp):
+        q = allreduce_path_params(one, one, tp)
+        large = ((q["allreduce_max_bytes_graph"], q["allreduce_fallback_alpha_graph_us"],
+                  q["allreduce_fallback_bus_graph_bytes_per_s"]),
+                 (q["allreduce_fallback_max_bytes_graph"], q["allreduce_fallback2_alpha_graph_us"],
+                  q["allreduce_fallback2_bus_graph_bytes_per_s"]))
+        return allreduce_us(size, tp, q["allreduce_alpha_graph_us"], q["allreduce_bus_bytes_per_s"], large)
+
+    sizes = [256 * 1024, 512 * 1024, 4 * 2**20, 23e6]
+    assert [chain(s, 4) for s in sizes] == pytest.approx(
+        [own(one, sizes[0], 4), own(two, sizes[1], 4), own(two, sizes[2], 4), own(nccl, sizes[3], 4)])
+    assert chain(4 * 2**20, 2) == pytest.approx(own(one, 4 * 2**20, 2))  # TP 2: one-shot up to the 8 MiB limit
+    assert chain(300e3, 8) == pytest.approx(own(two, 300e3, 8))
+    assert list(chain(np.array(sizes), 4)) == pytest.approx([chain(s, 4) for s in sizes])  # one array call, per point
+    data = json.loads(data_root("calibration").joinpath("datasets", "published-custom-allreduce-h100.json").read_text())
+    for s in data["series"]:
+        if s["kernel"] == "two-shot" and s["tp"] == 4:
+            for mib, us in s["points"]:
+                assert chain(mib * 2**20, 4) == pytest.approx(us, rel=0.13), (s["id"], mib)
     # a 64 x 22-token verify of Llama-3-70B at TP4: 23 MB per all-reduce, at NCCL's rate
     kw = dict(model="llama-3-70b-eagle", gpu="h100", tp=4, engine="sglang", steps=3, topk=4, draft_tokens=22,
               accept=2.6, ctx=512, batch=64, max_running_requests=64)
-    per_ar_ms = allreduce_us(64 * 22 * 8192 * 2, 4, nccl.alpha_at(4), nccl.bus_bytes_per_s) / 1e3
+    per_ar_ms = own(nccl, 64 * 22 * 8192 * 2, 4) / 1e3
     assert predict(**kw).verify_breakdown_ms["allreduce"] >= (80 * 2 + 1) * per_ar_ms
+
+
+def test_an_all_reduce_chain_past_three_implementations_is_refused(run_cli, tmp_path):
+    from specsim.analysis.build import build_scenario
+    from specsim.io.presets import get_allreduce
+
+    chain = get_allreduce("sglang-custom-nvlink4").model_dump()
+    deepest = chain["fallback"]["fallback"]
+    deepest["max_message_bytes"], deepest["fallback"] = 1e9, dict(deepest)
+    data = build_scenario().model_dump()
+    data["parallel"]["allreduce"] = chain
+    f = tmp_path / "deep.json"
+    f.write_text(json.dumps(data))
+    code, out, err = run_cli("predict", "--scenario", str(f))
+    assert code == 2 and "at most 3" in err and "Traceback" not in err and len(err.strip().splitlines()) == 1 and not out

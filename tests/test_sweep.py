@@ -107,3 +107,21 @@ def test_a_tp_axis_through_1_costs_no_collectives_at_tp1():
         row = r.row(i)
         p = specsim.predict(base, steps=3, tp=row["tp"], batch=row["batch"])
         assert row["verify_ms"] == pytest.approx(p.verify_ms, rel=1e-9)
+
+
+def test_sweep_matches_predict_along_the_all_reduce_chain():
+    """TP and GPU axes carry every all-reduce number per TP (one-shot, two-shot and NCCL lines, their size limits):
+    a wide Llama-3-70B tree verify crosses all three, and each grid point equals predict's."""
+    from specsim.analysis.build import build_scenario
+
+    kw = dict(model="llama-3-70b-eagle", engine="sglang", ctx=512, topk=4, draft_tokens=21, max_running_requests=128)
+    sc = build_scenario(**kw)
+    for axes in (dict(tp=[2, 4, 8]), dict(tp=[2, 4, 8], gpu=["h100", "h200"])):
+        r = sweep(sc, steps=[3], topk=[4], draft_tokens=[21], accept=[2.5], accept_at_steps=3, batch=[1, 16, 64], **axes)
+        for i in range(r.n):
+            row = r.row(i)
+            gpu = "h200" if "H200" in row.get("gpu", "") else ("h100" if "gpu" in axes else None)
+            p = specsim.predict(**kw, steps=3, accept=row["accept_length"], batch=row["batch"], tp=row["tp"],
+                                **({"gpu": gpu} if gpu else {}))
+            for key in ("verify_ms", "cycle_ms", "baseline_tok_s", "tok_s"):
+                assert row[key] == pytest.approx(getattr(p, key), rel=1e-9), (axes, key, row)

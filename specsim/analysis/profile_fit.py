@@ -258,7 +258,7 @@ def apply_profile(sc, path: str):
         ar = data["parallel"].get(key) or dict(data["parallel"]["allreduce"])
         # the measured NCCL line covers every message size it timed: no size limit, no preset fallback past it
         ar = {**ar, "alpha_us": {**ar["alpha_us"], tp: alpha}, "bus_bytes_per_s": bw, "max_message_bytes": None,
-              "fallback": None,
+              "bus_bytes_per_s_by_tp": None, "max_message_bytes_by_tp": None, "fallback": None,
               "sources": {**ar.get("sources", {}), "alpha_us": f"TP{tp}: {src}", "bus_bytes_per_s": f"TP{tp}: {src}",
                           "max_message_bytes": f"None: the measured line ({src})"}}
         data["parallel"][key] = ar

@@ -17,7 +17,7 @@ from ..errors import SpecsimError
 from ..physics import acceptance as acc
 from ..physics.acceptance import rates_for
 from ..physics.cycle import throughput
-from ..physics.params import allreduce_limit_params, gpu_params, scenario_params
+from ..physics.params import allreduce_path_params, gpu_params, scenario_params
 from ..physics.schema import draft_tokens_for
 from .build import build_scenario, check_tp
 
@@ -215,21 +215,16 @@ def sweep(
 
         gpu_names = []
         cols: dict[str, list] = {}
-        per_tp: dict[str, list] = {}  # (gpu, tp) entries: latencies at each TP
+        per_tp: dict[str, list] = {}  # (gpu, tp) entries: the all-reduce numbers at each TP
         for name in gpu:
             g, ar = get_gpu(name)
             gpu_names.append(g.name)
             are = sc.parallel.allreduce_eager or ar  # no eager path of its own: the graph path's implementation
-            vals = {**gpu_params(g, sc.target.dtypes, sc.draft.dtype, sc.engine.moe_fp8_block_scales),
-                    "allreduce_bus_bytes_per_s": ar.bus_bytes_per_s, "allreduce_eager_bus_bytes_per_s": are.bus_bytes_per_s}
-            lims = [allreduce_limit_params(ar, are, int(t)) for t in tps]
-            vals.update({k: v for k, v in lims[0].items() if "_alpha_" not in k})
-            for k, v in vals.items():
+            for k, v in gpu_params(g, sc.target.dtypes, sc.draft.dtype, sc.engine.moe_fp8_block_scales).items():
                 cols.setdefault(k, []).append(v)
-            for k, vs in {"allreduce_alpha_graph_us": [ar.alpha_at(int(t)) for t in tps],
-                          "allreduce_alpha_eager_us": [are.alpha_at(int(t)) for t in tps],
-                          **{k: [lim[k] for lim in lims] for k in lims[0] if "_alpha_" in k}}.items():
-                per_tp.setdefault(k, []).append(vs)
+            at_tp = [allreduce_path_params(ar, are, int(t)) for t in tps]  # latencies, bandwidths, limits by TP
+            for k in at_tp[0]:
+                per_tp.setdefault(k, []).append([x[k] for x in at_tp])
         for k, v in cols.items():
             p[k] = _axis(v, 4)
         shape = [1] * len(AXES)
@@ -238,12 +233,9 @@ def sweep(
             p[k] = np.asarray(v).T.reshape(shape)  # (tp, gpu)
     elif tp is not None:
         ar, are = sc.parallel.allreduce, sc.parallel.allreduce_eager or sc.parallel.allreduce
-        p["allreduce_alpha_graph_us"] = _axis([ar.alpha_at(int(t)) for t in tps], 1)
-        p["allreduce_alpha_eager_us"] = _axis([are.alpha_at(int(t)) for t in tps], 1)
-        lims = [allreduce_limit_params(ar, are, int(t)) for t in tps]
-        for k in lims[0]:
-            if "_alpha_" in k:
-                p[k] = _axis([lim[k] for lim in lims], 1)
+        at_tp = [allreduce_path_params(ar, are, int(t)) for t in tps]
+        for k in at_tp[0]:
+            p[k] = _axis([x[k] for x in at_tp], 1)
 
     full = (len(labels), len(tps), len(batch or [1]), len(ctx or [1]), len(gpu_names), len(allreduce_scale or [1]))
     combos = []

@@ -8,26 +8,30 @@ import numpy as np
 from .numeric import scalars as _scalars
 
 
-def allreduce_us(payload_bytes, tp, alpha_us, bus_bytes_per_s, large=None):
-    """Ring/one-shot all-reduce: alpha + bytes * 2(tp-1)/tp / bus bandwidth; zero at tp=1.
+def allreduce_us(payload_bytes, tp, alpha_us, bus_bytes_per_s, large=()):
+    """All-reduce of one implementation chain: alpha + bytes * 2(tp-1)/tp / bus bandwidth; zero at tp=1.
 
     alpha (latency) dominates below ~1 MB, which is where a verify of a few tokens sits
-    (k x hidden x 2 bytes = 14 KB per token for a 7168-wide model). ``large`` = (size limit in bytes,
-    fallback alpha, fallback bandwidth): a message past the limit takes the fallback (SGLang's custom
-    all-reduce hands messages above 8 MiB to NCCL, whose ring streams faster: a wide verify or a prefill).
+    (k x hidden x 2 bytes = 14 KB per token for a 7168-wide model). ``large``: one (size limit in bytes,
+    next alpha, next bandwidth) per link of the fallback chain, in order: a message past a link's limit takes the
+    next implementation (SGLang's custom all-reduce: one-shot, two-shot past 512 KiB at TP 4, NCCL past 8 MiB).
     """
-    if large is not None:
-        limit, fb_alpha, fb_bw = large
-        if _scalars(payload_bytes, limit):  # one message size: one implementation takes it
-            if float(payload_bytes) > float(limit):
-                alpha_us, bus_bytes_per_s = fb_alpha, fb_bw
-        else:
-            over = np.asarray(payload_bytes, dtype=float) > np.asarray(limit, dtype=float)
-            own = _ring_us(payload_bytes, tp, alpha_us, bus_bytes_per_s)
-            if not over.any():  # no point past the limit: the implementation's own cost throughout
-                return own
-            return np.where(over, _ring_us(payload_bytes, tp, fb_alpha, fb_bw), own)
-    return _ring_us(payload_bytes, tp, alpha_us, bus_bytes_per_s)
+    alpha, bw = alpha_us, bus_bytes_per_s
+    if _scalars(payload_bytes) and all(_scalars(limit) for limit, _, _ in large):  # one size: one implementation
+        for limit, nxt_alpha, nxt_bw in large:
+            if float(payload_bytes) <= float(limit):
+                break
+            alpha, bw = nxt_alpha, nxt_bw
+        return _ring_us(payload_bytes, tp, alpha, bw)
+    size = np.asarray(payload_bytes, dtype=float)
+    t = _ring_us(payload_bytes, tp, alpha, bw)
+    past = np.ones(size.shape, dtype=bool)  # past every limit so far
+    for limit, nxt_alpha, nxt_bw in large:
+        past = past & (size > np.asarray(limit, dtype=float))
+        if not past.any():  # no point past this limit: the chain ends here
+            break
+        t = np.where(past, _ring_us(payload_bytes, tp, nxt_alpha, nxt_bw), t)
+    return t
 
 
 def _ring_us(payload_bytes, tp, alpha_us, bus_bytes_per_s):

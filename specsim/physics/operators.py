@@ -183,8 +183,8 @@ def _attention_rows(p: Params, b, w, multi, verify: bool):
 
 
 def _allreduce_params(p: Params, graph):
-    """(alpha, bus bandwidth) of the all-reduce path a forward takes (graph-captured or eager), and that path's
-    (size limit, fallback alpha, fallback bandwidth) for messages past the limit; alphas carry the what-if scale."""
+    """(alpha, bus bandwidth) of the all-reduce path a forward takes (graph-captured or eager), and along that path's
+    fallback chain one (size limit, next alpha, next bandwidth) per link; alphas carry the what-if scale."""
     g = np.asarray(graph, dtype=float)
     one_flag = None if g.ndim else float(g)  # one flag for every point: that path's numbers, no blend
 
@@ -198,10 +198,13 @@ def _allreduce_params(p: Params, graph):
     scale = p["allreduce_scale"]
     alpha = mix("allreduce_alpha_graph_us", "allreduce_alpha_eager_us") * scale
     bw = mix("allreduce_bus_bytes_per_s", "allreduce_eager_bus_bytes_per_s")
-    limit = mix("allreduce_max_bytes_graph", "allreduce_max_bytes_eager")
-    fb_alpha = mix("allreduce_fallback_alpha_graph_us", "allreduce_fallback_alpha_eager_us") * scale
-    fb_bw = mix("allreduce_fallback_bus_graph_bytes_per_s", "allreduce_fallback_bus_eager_bytes_per_s")
-    return alpha, bw, (limit, fb_alpha, fb_bw)
+    large = ((mix("allreduce_max_bytes_graph", "allreduce_max_bytes_eager"),
+              mix("allreduce_fallback_alpha_graph_us", "allreduce_fallback_alpha_eager_us") * scale,
+              mix("allreduce_fallback_bus_graph_bytes_per_s", "allreduce_fallback_bus_eager_bytes_per_s")),
+             (mix("allreduce_fallback_max_bytes_graph", "allreduce_fallback_max_bytes_eager"),
+              mix("allreduce_fallback2_alpha_graph_us", "allreduce_fallback2_alpha_eager_us") * scale,
+              mix("allreduce_fallback2_bus_graph_bytes_per_s", "allreduce_fallback2_bus_eager_bytes_per_s")))
+    return alpha, bw, large
 
 
 def _tp_collectives(p: Params, graph, layers, n, h, logit_rows, vocab) -> list[Op]:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .schema import DTYPE_BYTES, Scenario
+from .schema import DTYPE_BYTES, MAX_ALLREDUCE_CHAIN, Scenario
 
 Params = dict  # name -> float | np.ndarray
 
@@ -91,15 +91,28 @@ def small_kernel_params(sc: Scenario) -> Params:
     }
 
 
-def allreduce_limit_params(graph_ar, eager_ar, tp) -> Params:
-    """The large-message side of the graph and eager all-reduce paths: each one's size limit (bytes; none:
-    NO_MESSAGE_LIMIT) and its fallback's latency at ``tp`` and bus bandwidth (the path itself where it has none)."""
-    out = {}
+def allreduce_path_params(graph_ar, eager_ar, tp) -> Params:
+    """Every number of the graph and eager all-reduce paths at ``tp``: each path's own latency and bus bandwidth,
+    and along its fallback chain (at most three implementations: one-shot -> two-shot -> NCCL) each link's size
+    limit (bytes; NO_MESSAGE_LIMIT where nothing follows) and the next implementation's latency and bandwidth
+    (repeated where the chain is shorter, so a message past no limit keeps the last implementation's numbers)."""
+    out: Params = {
+        "allreduce_alpha_graph_us": graph_ar.alpha_at(tp), "allreduce_alpha_eager_us": eager_ar.alpha_at(tp),
+        "allreduce_bus_bytes_per_s": graph_ar.bus_at(tp), "allreduce_eager_bus_bytes_per_s": eager_ar.bus_at(tp),
+    }
     for path, ar in (("graph", graph_ar), ("eager", eager_ar)):
-        fb = ar.fallback if ar.max_message_bytes is not None and ar.fallback is not None else ar
-        out[f"allreduce_max_bytes_{path}"] = float(ar.max_message_bytes) if fb is not ar else NO_MESSAGE_LIMIT
-        out[f"allreduce_fallback_alpha_{path}_us"] = fb.alpha_at(tp)
-        out[f"allreduce_fallback_bus_{path}_bytes_per_s"] = fb.bus_bytes_per_s
+        chain = [ar]
+        while chain[-1].fallback is not None and chain[-1].max_bytes_at(tp) is not None and len(chain) < MAX_ALLREDUCE_CHAIN:
+            chain.append(chain[-1].fallback)
+        limits = [float(a.max_bytes_at(tp)) for a in chain[:-1]]  # message > limits[i]: chain[i + 1] takes it
+        limits += [NO_MESSAGE_LIMIT] * (MAX_ALLREDUCE_CHAIN - 1 - len(limits))
+        chain += [chain[-1]] * (MAX_ALLREDUCE_CHAIN - len(chain))
+        out[f"allreduce_max_bytes_{path}"] = limits[0]
+        out[f"allreduce_fallback_alpha_{path}_us"] = chain[1].alpha_at(tp)
+        out[f"allreduce_fallback_bus_{path}_bytes_per_s"] = chain[1].bus_at(tp)
+        out[f"allreduce_fallback_max_bytes_{path}"] = limits[1]
+        out[f"allreduce_fallback2_alpha_{path}_us"] = chain[2].alpha_at(tp)
+        out[f"allreduce_fallback2_bus_{path}_bytes_per_s"] = chain[2].bus_at(tp)
     return out
 
 
@@ -112,12 +125,9 @@ def scenario_params(sc: Scenario) -> Params:
         **gpu_params(g, dt, d.dtype, e.moe_fp8_block_scales),
         # parallelism and collectives
         "tp": float(par.tp),
-        "allreduce_alpha_graph_us": par.allreduce.alpha_at(par.tp),
-        "allreduce_alpha_eager_us": ar_eager.alpha_at(par.tp),
-        "allreduce_bus_bytes_per_s": par.allreduce.bus_bytes_per_s,
-        "allreduce_eager_bus_bytes_per_s": ar_eager.bus_bytes_per_s,
-        # messages past an implementation's size limit take its fallback (custom all-reduce -> NCCL above 8 MiB)
-        **allreduce_limit_params(par.allreduce, ar_eager, par.tp),
+        # each path's all-reduce, and the implementations messages past its size limits take (custom one-shot ->
+        # two-shot -> NCCL above 8 MiB)
+        **allreduce_path_params(par.allreduce, ar_eager, par.tp),
         "allreduce_scale": par.allreduce_scale,
         "allreduces_per_layer": float(par.allreduces_per_layer),
         # target architecture

@@ -60,6 +60,7 @@ def _bad_scalar(v) -> bool:
 
 MIN_EFFICIENCY = 1e-4  # achieved / datasheet rate: below this no real kernel was measured (and rates divide by it)
 MIN_RATE = 1e6  # bytes (per second): the least bandwidth or capacity a device or link is given
+MAX_ALLREDUCE_CHAIN = 3  # all-reduce implementations one path may chain (one-shot -> two-shot -> NCCL)
 MAX_TEXT = 10_000  # characters in any text field (names, sources, notes): longer input is refused, not rendered
 
 
@@ -156,16 +157,27 @@ class GPU(_Model):
         return self.peak_flops.get(compute, self.peak_flops["bf16"])
 
 
+def _first(bad: dict, n: int = 3) -> str:
+    """The first ``n`` offending entries of a mapping, for a one-line error."""
+    items = list(bad.items())
+    return str(dict(items[:n])) + (f" and {len(items) - n} more" if len(items) > n else "")
+
+
 class AllReduce(_Model):
-    """An all-reduce implementation: t = alpha(tp) + bytes * 2(tp-1)/tp / bus_bytes_per_s, up to
-    ``max_message_bytes``; larger messages take ``fallback`` (SGLang's and vLLM's custom all-reduce
-    hands messages above 8 MiB to NCCL)."""
+    """An all-reduce implementation: t = alpha(tp) + bytes * 2(tp-1)/tp / bus(tp), up to its size limit;
+    larger messages take ``fallback`` (a chain of at most three implementations). SGLang's and vLLM's
+    custom all-reduce runs one-shot below 512 KiB at TP 4 (256 KiB at TP 6-8; any size at TP 2), two-shot
+    up to 8 MiB, and hands larger messages to NCCL."""
 
     name: str
     alpha_us: dict[int, float] = Field(description="latency per all-reduce by TP size, microseconds")
     bus_bytes_per_s: float = Field(ge=MIN_RATE, le=1e14, description="bus bandwidth for the bandwidth term, bytes/s")
+    bus_bytes_per_s_by_tp: dict[int, float] | None = Field(
+        None, description="bus bandwidth at given TP sizes, bytes/s (other sizes: bus_bytes_per_s)")
     max_message_bytes: float | None = Field(
         None, gt=0, le=1e15, description="largest message this implementation takes, bytes; None: any size")
+    max_message_bytes_by_tp: dict[int, float] | None = Field(
+        None, description="largest message at given TP sizes, bytes (other sizes: max_message_bytes)")
     fallback: AllReduce | None = Field(None, description="the implementation messages above max_message_bytes take")
     sources: dict[str, str] = Field(default_factory=dict)
 
@@ -175,6 +187,32 @@ class AllReduce(_Model):
         if not v or any(not 1 <= t <= 4096 for t in v) or any(not 0 <= a <= 1e6 for a in v.values()):
             raise ValueError("alpha_us needs TP sizes in [1, 4096] with latencies in [0, 1e6] us")
         return v
+
+    @field_validator("bus_bytes_per_s_by_tp")
+    @classmethod
+    def _bus_ok(cls, v: dict[int, float] | None) -> dict[int, float] | None:
+        bad = {t: b for t, b in (v or {}).items() if not 1 <= t <= 4096 or not MIN_RATE <= b <= 1e14}
+        if bad:
+            raise ValueError(f"got {_first(bad)}; allowed: TP sizes in [1, 4096] with bandwidths in [{MIN_RATE:g}, 1e14] bytes/s")
+        return v
+
+    @field_validator("max_message_bytes_by_tp")
+    @classmethod
+    def _max_ok(cls, v: dict[int, float] | None) -> dict[int, float] | None:
+        bad = {t: b for t, b in (v or {}).items() if not 1 <= t <= 4096 or not 0 < b <= 1e15}
+        if bad:
+            raise ValueError(f"got {_first(bad)}; allowed: TP sizes in [1, 4096] with limits in (0, 1e15] bytes")
+        return v
+
+    @model_validator(mode="after")
+    def _chain_ok(self):
+        depth, ar = 1, self.fallback
+        while ar is not None:
+            depth, ar = depth + 1, ar.fallback
+        if depth > MAX_ALLREDUCE_CHAIN:
+            raise ValueError(f"fallback: a chain of at most {MAX_ALLREDUCE_CHAIN} all-reduce implementations "
+                             f"(this one has {depth})")
+        return self
 
     def alpha_at(self, tp: int) -> float:
         """Latency at a TP size: exact entry, else linear in log2(TP) between entries and beyond."""
@@ -193,6 +231,14 @@ class AllReduce(_Model):
             slope = (vals[-1] - vals[-2]) / (np.log2(sizes[-1]) - np.log2(sizes[-2]))
             return float(vals[-1] + max(slope, 0.0) * (x - np.log2(sizes[-1])))
         return float(np.interp(x, np.log2(sizes), vals))
+
+    def bus_at(self, tp: int) -> float:
+        """Bus bandwidth at a TP size (bytes/s): its own entry, else ``bus_bytes_per_s``."""
+        return float((self.bus_bytes_per_s_by_tp or {}).get(tp, self.bus_bytes_per_s))
+
+    def max_bytes_at(self, tp: int) -> float | None:
+        """The largest message this implementation takes at a TP size (bytes; None: any size)."""
+        return (self.max_message_bytes_by_tp or {}).get(tp, self.max_message_bytes)
 
 
 class Attention(_Model):

@@ -88,6 +88,11 @@ class _Acc:
         self.kernels = 0.0
         self.rows: list[dict] | None = [] if keep_rows else None
         self.small_floor = small_floor(p)
+        self.kernel_floor, self.node_us, self.eager_us = p["kernel_floor_us"], p["graph_node_us"], p["eager_launch_us"]
+        # one scenario (graph flag and launch numbers plain floats, no flat block): the sums stay on floats until an
+        # array enters (see add)
+        self.floats = (not FLAT["n"] and type(self.graph) is float and type(self.small_floor) is float
+                       and type(self.kernel_floor) is float and type(self.node_us) is float and type(self.eager_us) is float)
         if not self.all_graph:  # the same two products for every operator, computed once
             self._graph_node = self.graph * p["graph_node_us"]
             self._eager_share = 1 - self.graph
@@ -131,12 +136,20 @@ class _Acc:
     def add(self, op: Op, parts: dict):
         """One operator: ``parts`` maps components to per-kernel us (launch and floor added here)."""
         count = op.count
+        if self.floats:
+            if type(count) is float:
+                for us in parts.values():
+                    if type(us) is not float:
+                        break
+                else:
+                    self._add_floats(op, count, parts)  # one scenario: the same sums on plain floats
+                    return
+            self.floats = False  # an array entered: every later sum goes through numpy
         if op.family == "fixed":  # extra GPU time with no kernel of its own
             for comp, us in parts.items():
                 self.t[comp] = self.t[comp] + count * us
             if self.rows is not None:
-                self.rows.append({"name": op.name, "family": op.family, "phase": op.phase, "count": 0.0, "bytes": 0.0,
-                                  "flops": 0.0, "us": count * sum(parts.values()), "parts_us": {k: count * v for k, v in parts.items()}})
+                self._row(op, count, parts, None)
             return
         fam = op.family
         floor = self.small_floor if fam == "elementwise" else 0.0 if fam == "collective" else self.p["kernel_floor_us"]
@@ -154,17 +167,59 @@ class _Acc:
         self._to("launch", launch)
         self.kernels = self.kernels + count
         if self.rows is not None:
-            row = {"name": op.name, "family": op.family, "phase": op.phase, "count": count,
-                   "bytes": op.bytes + op.act_bytes, "flops": op.flops,
-                   "us": count * busy + launch, "parts_us": {k: count * v for k, v in parts.items()}}
-            if op.family == "grouped_gemm" and _scalar(op.ctas, op.bw_eff):  # the kernel's grid (ctas inf: none)
-                share_bw, cta_bw = _moe_stream_limits(self.p, op)
-                row["grid"] = {"ctas_live": op.ctas, "ctas_launched": op.ctas_launched, "rows_padded": op.rows_padded,
-                               "stream_bytes_per_s": min(share_bw, cta_bw), "latency_bound": cta_bw < share_bw}
-            self.rows.append(row)
+            self._row(op, count, parts, count * busy + launch)
+
+    def _add_floats(self, op: Op, count: float, parts: dict):
+        """:meth:`add` where the count, every part and every sum so far is a Python float (one scenario): the same
+        arithmetic in the same order, without numpy's dispatch per operator."""
+        t = self.t
+        if op.family == "fixed":
+            for comp, us in parts.items():
+                t[comp] += count * us
+            if self.rows is not None:
+                self._row(op, count, parts, None)
+            return
+        fam = op.family
+        floor = self.small_floor if fam == "elementwise" else 0.0 if fam == "collective" else self.kernel_floor
+        busy = None
+        for comp, us in parts.items():
+            t[comp] += count * us
+            busy = us if busy is None else busy + us
+        busy += floor
+        t["kernel_fixed"] += count * floor
+        if self.all_graph:
+            launch = count * self.node_us
+        else:
+            gap = self.eager_us - busy
+            launch = count * (self._graph_node + self._eager_share * (gap if gap > 0.0 else 0.0))
+        t["launch"] += launch
+        self.kernels += count
+        if self.rows is not None:
+            self._row(op, count, parts, count * busy + launch)
+
+    def _row(self, op: Op, count, parts: dict, us) -> None:
+        """The operator's line of the per-operator table (``us`` None: a fixed-time operator, no kernel of its own)."""
+        parts_us = {k: count * v for k, v in parts.items()}
+        if us is None:
+            self.rows.append({"name": op.name, "family": op.family, "phase": op.phase, "count": 0.0, "bytes": 0.0,
+                              "flops": 0.0, "us": count * sum(parts.values()), "parts_us": parts_us})
+            return
+        row = {"name": op.name, "family": op.family, "phase": op.phase, "count": count,
+               "bytes": op.bytes + op.act_bytes, "flops": op.flops, "us": us, "parts_us": parts_us}
+        if op.family == "grouped_gemm" and _scalar(op.ctas, op.bw_eff):  # the kernel's grid (ctas inf: none)
+            share_bw, cta_bw = _moe_stream_limits(self.p, op)
+            row["grid"] = {"ctas_live": op.ctas, "ctas_launched": op.ctas_launched, "rows_padded": op.rows_padded,
+                           "stream_bytes_per_s": min(share_bw, cta_bw), "latency_bound": cta_bw < share_bw}
+        self.rows.append(row)
 
     def finish(self) -> dict:
         self.t["launch"] = self.t["launch"] + self.graph * self.p["graph_fixed_us"]
+        if self.floats and type(self.t["launch"]) is float:  # one scenario: the same numbers as numpy scalars
+            f64 = np.float64
+            out = {c: f64(v / 1e3) for c, v in self.t.items()}  # us -> ms
+            out["total"] = f64(sum(v / 1e3 for v in self.t.values()))
+            out["kernels"] = f64(self.kernels)
+            return out
         out = {c: np.asarray(v, dtype=float) / 1e3 for c, v in self.t.items()}  # us -> ms
         out["total"] = sum(out[c] for c in COMPONENTS)
         out["kernels"] = np.asarray(self.kernels, dtype=float)
@@ -246,9 +301,10 @@ def evaluate_ops(p: Params, ops: list[Op], graph, keep_rows: bool = False) -> di
     acc = _Acc(p, graph, keep_rows)
     flat = 0 if keep_rows else FLAT["n"]
     for op in ops:
-        if _is_zero(op.count):
+        count = op.count
+        if (count == 0.0) if type(count) is float else _is_zero(count):
             continue
-        if flat and zero_array(op.count):  # all zero: adds exact zeros (only its (n,) shape is kept)
+        if flat and zero_array(count):  # all zero: adds exact zeros (only its (n,) shape is kept)
             acc.skip(op, flat)
             continue
         acc.add(op, _op_parts(p, op))

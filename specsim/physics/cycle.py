@@ -175,6 +175,8 @@ def _flat_points(p: Params, tau) -> int:
     """n when every array parameter (and tau) is a flat array of n points, else 0."""
     n = 0
     for k, v in p.items():
+        if type(v) is float:  # most entries of most calls: one scenario's plain numbers
+            continue
         if isinstance(v, np.ndarray) and v.ndim and k not in _NOT_PER_POINT:
             if v.ndim != 1 or (n and v.shape[0] != n):
                 return 0

@@ -19,7 +19,7 @@ def expected_distinct_experts(num_experts, experts_per_token, n_tokens):
     """
     if _scalars(num_experts, experts_per_token, n_tokens):  # one scenario: same formula on floats
         e = float(num_experts)
-        return e * -np.expm1(float(n_tokens) * np.log1p(-min(float(experts_per_token) / e, 1.0 - 1e-15)))
+        return e * -math.expm1(float(n_tokens) * math.log1p(-min(float(experts_per_token) / e, 1.0 - 1e-15)))
     e = np.asarray(num_experts, dtype=float)
     k = np.asarray(experts_per_token, dtype=float)
     n = np.asarray(n_tokens, dtype=float)

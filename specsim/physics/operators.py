@@ -79,6 +79,11 @@ def zero_array(count) -> bool:
     return memo("zero", lambda: not count.any(), count)  # asked when the operator is built and when it is costed
 
 
+def _scalar_zero(x) -> bool:
+    """A plain-number zero (one scenario's switch that is off); arrays, even all-zero ones, are not."""
+    return type(x) is float and x == 0.0
+
+
 def _absent(count) -> bool:
     """A count that is a scalar zero (or an all-zero array of a flat block): the operator does not
     exist here (the cost model skips it)."""
@@ -302,33 +307,35 @@ def target_ops(p: Params, tokens_per_request, batch=None, ctx=None, graph=None, 
     b_att, w_att, multi_att = _attention_rows(p, b, w, multi, verify)
 
     # --- attention, GQA (weights sharded by heads; KV heads replicate when tp > num_kv_heads)
-    ops += _gqa_ops(p, gqa, L, fused, n, h, b_att, w_att, multi_att, heads_r, kv_r, ctx_eff, ba, fa)
+    if not _scalar_zero(gqa):  # an MLA model (one scenario) has no GQA operators: none are built
+        ops += _gqa_ops(p, gqa, L, fused, n, h, b_att, w_att, multi_att, heads_r, kv_r, ctx_eff, ba, fa)
 
     # --- attention, MLA (low-rank down-projections replicated, head-wise up-projections sharded)
     ql, kvl = p["q_lora_rank"], p["kv_lora_rank"]
     rope, nope, vd = p["qk_rope_head_dim"], p["qk_nope_head_dim"], p["v_head_dim"]
     qk = nope + rope
-    has_ql = float(ql > 0) if np.ndim(ql) == 0 else (np.asarray(ql) > 0).astype(float)
-    latent = kvl + rope
-    absorbed = p["mla_absorbed"]  # 1: attention over the latent cache; 0: over per-head K/V
-    per_head = heads_r * (qk + vd)
-    ops += [
-        _gemm("q_a_proj", "attention", mla * L * has_ql, p, n, h, ql, ba, fa),
-        _gemm("q_b_proj", "attention", mla * L, p, n, has_ql * ql + (1 - has_ql) * h, heads_r * qk, ba, fa),
-        _gemm("kv_a_proj", "attention", mla * L, p, n, h, latent, ba, fa),
-        _gemm("w_uk", "attention", mla * L, p, n, kvl, heads_r * nope, ba, fa),
-        _gemm("w_uv", "attention", mla * L, p, n, kvl, heads_r * vd, ba, fa),
-        _gemm("o_proj", "attention", mla * L, p, n, heads_r * vd, h, ba, fa),
-        _attention("attention_mla_latent", mla * L * absorbed, p, b_att, w_att, ctx_eff, latent * p["bytes_kv"], heads_r,
-                   2 * (latent + kvl), multi_att),
-        _attention("attention_mla_per_head", mla * L * (1 - absorbed), p, b_att, w_att, ctx_eff, per_head * p["bytes_kv"],
-                   heads_r, 2 * (qk + vd), multi_att),
-        # the q and kv latents' RMSNorms, rotary on q_pe / k_pe, the latent cache write
-        _elem("latent_norms", "attention", mla * L * (1 + has_ql), p, 2 * n * (kvl + ql) * ACT_BYTES / (1 + has_ql)),
-        _elem("rope_mla", "attention", mla * L, p, 2 * n * (heads_r + 1) * rope * ACT_BYTES),
-        _elem("kv_store_mla", "attention", mla * L * p["kv_store_kernels_mla"], p, 2 * n * latent * p["bytes_kv"]),
-        _elem("mla_misc", "attention", mla * L * p["mla_misc_kernels"], p, 2 * n * latent * ACT_BYTES),
-    ]
+    if not _scalar_zero(mla):  # a GQA model (one scenario) has no MLA operators: none are built
+        has_ql = float(ql > 0) if np.ndim(ql) == 0 else (np.asarray(ql) > 0).astype(float)
+        latent = kvl + rope
+        absorbed = p["mla_absorbed"]  # 1: attention over the latent cache; 0: over per-head K/V
+        per_head = heads_r * (qk + vd)
+        ops += [
+            _gemm("q_a_proj", "attention", mla * L * has_ql, p, n, h, ql, ba, fa),
+            _gemm("q_b_proj", "attention", mla * L, p, n, has_ql * ql + (1 - has_ql) * h, heads_r * qk, ba, fa),
+            _gemm("kv_a_proj", "attention", mla * L, p, n, h, latent, ba, fa),
+            _gemm("w_uk", "attention", mla * L, p, n, kvl, heads_r * nope, ba, fa),
+            _gemm("w_uv", "attention", mla * L, p, n, kvl, heads_r * vd, ba, fa),
+            _gemm("o_proj", "attention", mla * L, p, n, heads_r * vd, h, ba, fa),
+            _attention("attention_mla_latent", mla * L * absorbed, p, b_att, w_att, ctx_eff, latent * p["bytes_kv"], heads_r,
+                       2 * (latent + kvl), multi_att),
+            _attention("attention_mla_per_head", mla * L * (1 - absorbed), p, b_att, w_att, ctx_eff, per_head * p["bytes_kv"],
+                       heads_r, 2 * (qk + vd), multi_att),
+            # the q and kv latents' RMSNorms, rotary on q_pe / k_pe, the latent cache write
+            _elem("latent_norms", "attention", mla * L * (1 + has_ql), p, 2 * n * (kvl + ql) * ACT_BYTES / (1 + has_ql)),
+            _elem("rope_mla", "attention", mla * L, p, 2 * n * (heads_r + 1) * rope * ACT_BYTES),
+            _elem("kv_store_mla", "attention", mla * L * p["kv_store_kernels_mla"], p, 2 * n * latent * p["bytes_kv"]),
+            _elem("mla_misc", "attention", mla * L * p["mla_misc_kernels"], p, 2 * n * latent * ACT_BYTES),
+        ]
 
     # --- every layer: RMSNorms (input and post-attention), residual adds, the attention backend's side kernels and
     # the copies of the architecture's attention code (engine.model_kernels)

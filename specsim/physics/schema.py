@@ -72,7 +72,7 @@ class _Model(BaseModel):
     its physical range with ``ge``/``gt``/``le``.
     """
 
-    model_config = ConfigDict(defer_build=True, extra="forbid", validate_assignment=True, allow_inf_nan=False, str_max_length=MAX_TEXT)
+    model_config = ConfigDict(extra="forbid", validate_assignment=True, allow_inf_nan=False, str_max_length=MAX_TEXT)
 
     @field_validator("*", mode="before")
     @classmethod

@@ -668,3 +668,27 @@ def test_an_all_reduce_chain_past_three_implementations_is_refused(run_cli, tmp_
     f.write_text(json.dumps(data))
     code, out, err = run_cli("predict", "--scenario", str(f))
     assert code == 2 and "at most 3" in err and "Traceback" not in err and len(err.strip().splitlines()) == 1 and not out
+
+
+def test_the_two_shot_preset_is_what_its_fit_gives():
+    """models/allreduce.json's two-shot line is calibration/kernels/fit_custom_allreduce.py on its dataset, per TP,
+    as its sources say (refitting the dataset reproduces the preset; a changed point or preset shows here)."""
+    import importlib.util
+    from pathlib import Path
+
+    from specsim.io.presets import get_allreduce
+
+    path = Path(__file__).resolve().parents[1] / "calibration" / "kernels" / "fit_custom_allreduce.py"
+    spec = importlib.util.spec_from_file_location("fit_custom_allreduce", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    two = get_allreduce("sglang-custom-twoshot-nvlink4")
+    by_tp: dict = {}
+    for s in mod.series():
+        if s["kernel"] == "two-shot":
+            by_tp.setdefault(s["tp"], []).extend(s["points"])
+    assert sorted(by_tp) == [4, 6, 8]
+    for tp, pts in by_tp.items():
+        alpha, bus, res = mod.fit(pts, tp)
+        assert two.alpha_at(tp) == pytest.approx(alpha, abs=0.01) and two.bus_at(tp) == pytest.approx(bus, rel=1e-3)
+        assert max(abs(res)) < 13.0  # % : one line per TP explains each published table

@@ -14,6 +14,7 @@ import pytest
 
 import specsim
 from specsim.analysis.sweep import best_steps
+from specsim.physics.schema import Scenario
 
 REL = 0.05  # the fit's residuals are ~1 %; 5 % flags a code change that moved a fitted point
 DATASET = json.loads((Path(__file__).resolve().parents[1] / "calibration" / "datasets" / "kimi-k2.5-seed.json").read_text())
@@ -77,7 +78,7 @@ def test_regression_verify_dominates_the_cycle():
 @pytest.mark.parametrize("name", ["kimi-k2.5-seed", UNTUNED])
 def test_seed_scenarios_are_built_from_todays_presets(name):
     """A preset change reaches the built-in scenarios (``python calibration/build_seed_scenarios.py``): the stored
-    engine and GPU equal what the build script makes from today's presets with the seed's own fitted values."""
+    engine, GPU and parallel layout (all-reduce chains) equal what the build script makes from today's presets with the seed's own fitted values."""
     import importlib.util
 
     from specsim.io.presets import load_scenario
@@ -88,8 +89,8 @@ def test_seed_scenarios_are_built_from_todays_presets(name):
     spec.loader.exec_module(mod)
     sc = load_scenario(name)
     x = {k: v["value"] for k, v in sc.provenance["fitted_parameters"].items()}
-    fresh = mod.scenario_dict(x, name != UNTUNED)
-    for part in ("engine", "gpu"):
-        stored = getattr(sc, part).model_dump()
-        stale = sorted(k for k in stored if stored[k] != fresh[part].get(k))
+    fresh = Scenario.model_validate(mod.scenario_dict(x, name != UNTUNED))  # defaults filled in as the stored one's
+    for part in ("engine", "gpu", "parallel"):
+        stored, built = getattr(sc, part).model_dump(), getattr(fresh, part).model_dump()
+        stale = sorted(k for k in stored if stored[k] != built.get(k))
         assert not stale, f"{name}.{part} differs from today's presets in {stale}: rebuild the seed scenarios"

@@ -692,3 +692,60 @@ def test_the_two_shot_preset_is_what_its_fit_gives():
         alpha, bus, res = mod.fit(pts, tp)
         assert two.alpha_at(tp) == pytest.approx(alpha, abs=0.01) and two.bus_at(tp) == pytest.approx(bus, rel=1e-3)
         assert max(abs(res)) < 13.0  # % : one line per TP explains each published table
+
+
+def test_tp_sizes_off_the_tables_take_the_rule_of_the_next_listed_size():
+    """One-shot below 512 KiB at TP <= 4 and below 256 KiB at TP <= 8: TP 3 takes TP 4's limit, TP 5 and 7 TP 8's
+    (TP 6's), past the table the last; the two-shot bandwidth runs linear in log2(TP) between its measured sizes."""
+    import math
+
+    from specsim.io.presets import get_allreduce
+
+    one, two = get_allreduce("sglang-custom-nvlink4"), get_allreduce("sglang-custom-twoshot-nvlink4")
+    assert [one.max_bytes_at(t) for t in (2, 3, 4, 5, 7, 8, 16)] == [8 * 2**20, 524287, 524287, 262143, 262143, 262143, 262143]
+    b4, b6, b8 = two.bus_at(4), two.bus_at(6), two.bus_at(8)
+    assert min(b4, b6) < two.bus_at(5) < max(b4, b6) and two.bus_at(16) == b8 and two.bus_at(2) == b4
+    w = (math.log2(5) - 2) / (math.log2(6) - 2)
+    assert two.bus_at(5) == pytest.approx(b4 + w * (b6 - b4))
+
+
+def test_whatif_alpha_sets_every_implementation_of_the_chain():
+    """``whatif allreduce --alpha-us`` is the latency of an all-reduce of any size at that TP: at TP4 a 21-token verify
+    of 8 requests (2.6 MiB messages, two-shot) moves with it, not only the one-shot kernel's small messages."""
+    from specsim.analysis.whatif import whatif_allreduce
+
+    kw = dict(model="llama-3-70b-eagle", gpu="h100", tp=4, engine="sglang", batch=8, topk=4, draft_tokens=21, steps=3,
+              accept=2.6, max_running_requests=64)
+    res = whatif_allreduce(None, alpha_us=0.0, **kw)
+    before, after = res.before.verify_breakdown_ms["allreduce"], res.after.verify_breakdown_ms["allreduce"]
+    # 161 all-reduces per verify lose their two-shot latency (12.6 us each); the logits all-gather its own (4.8 us)
+    assert before - after == pytest.approx((161 * 12.56 + 4.8) / 1e3, rel=0.01)
+
+
+def test_calibrate_fits_the_all_reduce_link_its_points_take(run_cli, tmp_path):
+    """Verify points whose messages pass the one-shot limit (TP4: >= 512 KiB) speak to the two-shot latency: that one
+    is freed and written back to its link; points of small messages free the one-shot latency, as before."""
+    from specsim.analysis.build import build_scenario
+    from specsim.analysis.calibrate import Point, apply_parameters, free_parameters
+
+    sc = build_scenario(model="llama-3-70b-eagle", gpu="h100", tp=4, engine="sglang", batch=16)
+    big = [Point(k, 20.0 + k) for k in (4, 8, 16, 21)]  # 1-5.3 MiB per all-reduce
+    small = [Point(k, 20.0 + k, batch=1) for k in (4, 8)]  # 64-128 KiB
+    assert "allreduce_fallback_alpha_graph_us" in free_parameters(sc, 4, False, False, points=big)
+    assert "allreduce_alpha_graph_us" not in free_parameters(sc, 4, False, False, points=big)
+    names = free_parameters(sc, 2, False, False, points=small)
+    assert "allreduce_alpha_graph_us" in names and "allreduce_fallback_alpha_graph_us" not in names
+    both = free_parameters(sc, 6, False, False, points=big + small)
+    assert "allreduce_alpha_graph_us" in both and "allreduce_fallback_alpha_graph_us" in both
+    out = apply_parameters(sc, {"allreduce_fallback_alpha_graph_us": 17.5})
+    ar = out.parallel.allreduce
+    assert ar.fallback.alpha_at(4) == 17.5 and ar.alpha_at(4) == sc.parallel.allreduce.alpha_at(4)
+    assert ar.fallback.fallback.alpha_at(4) == sc.parallel.allreduce.fallback.fallback.alpha_at(4)
+    # through the CLI: the fitted latency lands in the scenario file's two-shot link
+    f = tmp_path / "cal.json"
+    code, out_text, err = run_cli("calibrate", "--model", "llama-3-70b-eagle", "--gpu", "h100", "--tp", "4", "--batch", "16",
+                                  "--point", "4=20", "--point", "8=24", "--point", "16=30", "--point", "21=34", "-o", str(f))
+    assert code == 0, err
+    saved = json.loads(f.read_text())["parallel"]["allreduce"]
+    assert saved["fallback"]["sources"]["alpha_us"].endswith("fitted by specsim calibrate")
+    assert saved["fallback"]["alpha_us"]["4"] != 12.56 and saved["alpha_us"]["4"] == 4.8

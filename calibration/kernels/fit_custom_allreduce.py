@@ -67,11 +67,11 @@ def main() -> None:
             print(f"held out, one-shot TP{tp} ({s['id']}), the preset's one-shot line vs measured: {cells} "
                   f"(SGLang takes one-shot below {(one['max_message_bytes_by_tp'][str(tp)] + 1) / MIB:g} MiB only)")
     if args.write:
-        ref = min(fits)  # the default bandwidth: the TP with the most data (TP4)
+        ref = min(fits)  # the default bandwidth (no TP listed): the TP with the most data (TP4)
         two = presets[PRESET]
         two["alpha_us"] = {str(tp): round(a, 2) for tp, (a, _) in fits.items()}
         two["bus_bytes_per_s"] = float(f"{fits[ref][1]:.4g}")
-        two["bus_bytes_per_s_by_tp"] = {str(tp): float(f"{b:.4g}") for tp, (_, b) in fits.items() if tp != ref}
+        two["bus_bytes_per_s_by_tp"] = {str(tp): float(f"{b:.4g}") for tp, (_, b) in fits.items()}
         (ROOT / "models" / "allreduce.json").write_text(json.dumps(presets, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
         print(f"wrote {PRESET} into models/allreduce.json")
 

@@ -9,6 +9,7 @@ a parameter whose posterior width is close to its prior width is reported as not
 
 from __future__ import annotations
 
+import copy
 import math
 import re
 from dataclasses import dataclass, field
@@ -18,7 +19,8 @@ import numpy as np
 
 from ..errors import SpecsimError
 from ..physics.cycle import baseline_step_ms, cycle_ms, cycle_phases_ms, verify_breakdown
-from ..physics.params import scenario_params
+from ..physics.operators import ACT_BYTES
+from ..physics.params import allreduce_path_params, scenario_params
 from ..physics.schema import Scenario
 
 Z90 = 1.6448536269514722
@@ -53,6 +55,11 @@ PARAMETERS: dict[str, FitParameter] = {
                                              0.05, 1.0, ("engine", "attention_mem_efficiency"), _SPREAD),
     "allreduce_alpha_graph_us": FitParameter("us", "all-reduce latency (graph-captured path)", 0.7, 0.5, 500.0, None, _SPREAD),
     "allreduce_alpha_eager_us": FitParameter("us", "all-reduce latency (eager path)", 0.7, 0.5, 500.0, None, _SPREAD),
+    "allreduce_fallback_alpha_graph_us": FitParameter("us", "latency of the all-reduce messages past the path's first size "
+                                                      "limit take (custom two-shot; graph-captured path)", 0.7, 0.5, 500.0,
+                                                      None, _SPREAD),
+    "allreduce_fallback_alpha_eager_us": FitParameter("us", "latency of the all-reduce messages past the path's first size "
+                                                      "limit take (eager path)", 0.7, 0.5, 500.0, None, _SPREAD),
     "graph_node_us": FitParameter("us", "CUDA-graph cost per captured kernel", 0.5, 0.05, 10.0, ("engine", "graph_node_us"), _SPREAD),
     "graph_fixed_us": FitParameter("us", "CUDA-graph replay fixed cost", 0.7, 1.0, 5000.0, ("engine", "graph_fixed_us"), _SPREAD),
     "eager_launch_us": FitParameter("us", "host launch cost per eager kernel", 0.4, 1.0, 50.0, ("engine", "eager_launch_us"), _SPREAD),
@@ -64,6 +71,9 @@ PARAMETERS: dict[str, FitParameter] = {
                                             ("engine", "host_per_decode_step_ms"), _SPREAD),
 }
 _PATHS = {n: fp.path for n, fp in PARAMETERS.items() if fp.path is not None}
+#: the fitted all-reduce latencies: (path, link of the path's fallback chain: 0 its own implementation, 1 the next)
+_AR_LINKS = {"allreduce_alpha_graph_us": ("graph", 0), "allreduce_alpha_eager_us": ("eager", 0),
+             "allreduce_fallback_alpha_graph_us": ("graph", 1), "allreduce_fallback_alpha_eager_us": ("eager", 1)}
 MULTI_TOKEN_PRIOR_US = 1.0  # prior when the data include 1-token and multi-token forwards (assumed)
 
 
@@ -131,15 +141,29 @@ def parse_point(text: str) -> Point:
     return Point(k, ms)
 
 
+def _allreduce_alphas(sc: Scenario, path: str, sizes: list[float]) -> list[str]:
+    """The all-reduce latencies messages of these sizes (bytes) speak to on a path: its own implementation's where a
+    message stays within the first size limit (or no size is known), the next implementation's where one passes it
+    (SGLang's custom two-shot); messages past the last limit (NCCL, bandwidth-bound) speak to neither."""
+    ar = sc.parallel.allreduce
+    q = allreduce_path_params(ar, sc.parallel.allreduce_eager or ar, sc.parallel.tp)
+    lim0, lim1 = q[f"allreduce_max_bytes_{path}"], q[f"allreduce_fallback_max_bytes_{path}"]
+    links = {0 if s <= lim0 else 1 if s <= lim1 else 2 for s in sizes}
+    out = [f"allreduce_alpha_{path}_us"] if (0 in links or not sizes) else []
+    return out + ([f"allreduce_fallback_alpha_{path}_us"] if 1 in links else [])
+
+
 def free_parameters(sc: Scenario, n_verify: int, has_baseline: bool, has_cycles: bool,
-                    mixes_paths: bool = False) -> list[str]:
+                    mixes_paths: bool = False, points: list[Point] | None = None) -> list[str]:
     """Parameters this data can speak to, in order of physical relevance for the scenario."""
     e = sc.engine
     names = ["kernel_floor_us"]
     if e.small_kernel_floor_us is not None:  # the engine's small kernels have a floor of their own
         names.append("small_kernel_floor_us")
+    h_bytes = sc.target.hidden * ACT_BYTES  # one token's all-reduce message
     if sc.parallel.tp > 1:
-        names.append("allreduce_alpha_graph_us" if e.graph_verify else "allreduce_alpha_eager_us")
+        sizes = [e.running_at_once(pt.batch or sc.workload.batch, True) * pt.tokens * h_bytes for pt in points or []]
+        names += _allreduce_alphas(sc, "graph" if e.graph_verify else "eager", sizes)
     if sc.target.moe is not None:
         names.append("moe_mem_efficiency")
     names.append("mem_efficiency")
@@ -148,8 +172,9 @@ def free_parameters(sc: Scenario, n_verify: int, has_baseline: bool, has_cycles:
     names.append("graph_node_us" if e.graph_verify else "eager_launch_us")
     if has_baseline:
         names.append("host_per_decode_step_ms")
-        if not e.graph_verify and "allreduce_alpha_graph_us" not in names and sc.parallel.tp > 1:
-            names.append("allreduce_alpha_graph_us")
+        if not e.graph_verify and sc.parallel.tp > 1:  # the decode step's all-reduces take the graph path
+            decode = [e.running_at_once(sc.workload.batch, False) * h_bytes]
+            names += [n for n in _allreduce_alphas(sc, "graph", decode) if n not in names]
     if has_cycles:
         names.append("host_per_cycle_ms")
     if mixes_paths:  # 1-token and multi-token forwards: the switch between the two paths is visible
@@ -268,7 +293,7 @@ def fit(
     p0 = scenario_params(sc)
     widths = {pt.tokens > 1 for pt in points}
     names = names or free_parameters(sc, len(points), baseline_tok_s is not None, bool(cycles),
-                                     mixes_paths=len(widths) == 2 and len(points) >= 3)
+                                     mixes_paths=len(widths) == 2 and len(points) >= 3, points=points)
     prior = {n: _get(p0, n) for n in names}
     for n in names:
         if prior[n] <= 0:
@@ -387,15 +412,16 @@ def apply_parameters(sc: Scenario, values: dict[str, float]) -> Scenario:
             comp, key = _PATHS[n]
             data[comp][key] = v
             data[comp].setdefault("sources", {})[key] = "fitted by specsim calibrate"
-        elif n == "allreduce_alpha_graph_us":
-            ar = data["parallel"]["allreduce"]
+        elif n in _AR_LINKS:
+            path, link = _AR_LINKS[n]
+            key = "allreduce" if path == "graph" else "allreduce_eager"
+            if data["parallel"].get(key) is None:  # no eager implementation of its own: the graph path's, copied
+                data["parallel"][key] = copy.deepcopy(data["parallel"]["allreduce"])
+            ar = data["parallel"][key]
+            for _ in range(link):
+                ar = ar["fallback"]
             ar["alpha_us"] = {**ar["alpha_us"], tp: v}
-            ar.setdefault("sources", {})["alpha_us"] = f"TP{tp} value fitted by specsim calibrate"
-        elif n == "allreduce_alpha_eager_us":
-            ar = data["parallel"].get("allreduce_eager") or dict(data["parallel"]["allreduce"])
-            ar = {**ar, "alpha_us": {**ar["alpha_us"], tp: v}}
-            ar.setdefault("sources", {})["alpha_us"] = f"TP{tp} value fitted by specsim calibrate"
-            data["parallel"]["allreduce_eager"] = ar
+            ar["sources"] = {**ar.get("sources", {}), "alpha_us": f"TP{tp} value fitted by specsim calibrate"}
     return Scenario.model_validate(data)
 
 

@@ -138,10 +138,12 @@ def whatif_allreduce(scenario=None, *, scale: float | None = None, impl: str | N
 
         def set_alpha(d):
             for key in ("allreduce", "allreduce_eager"):
-                if d["parallel"].get(key):
-                    d["parallel"][key]["alpha_us"] = {**d["parallel"][key]["alpha_us"], tp: alpha_us}
+                ar = d["parallel"].get(key)
+                while ar:  # every implementation of the path's chain (one-shot, two-shot, NCCL past the limits)
+                    ar["alpha_us"] = {**ar["alpha_us"], tp: alpha_us}
+                    ar = ar.get("fallback")
         after = _edit(before, set_alpha)
-        change = f"all-reduce alpha -> {alpha_us:g} us at TP{tp}"
+        change = f"all-reduce alpha -> {alpha_us:g} us at TP{tp} (every implementation messages of any size take)"
     return compare(before, after, "allreduce", change)
 
 

@@ -233,12 +233,29 @@ class AllReduce(_Model):
         return float(np.interp(x, np.log2(sizes), vals))
 
     def bus_at(self, tp: int) -> float:
-        """Bus bandwidth at a TP size (bytes/s): its own entry, else ``bus_bytes_per_s``."""
-        return float((self.bus_bytes_per_s_by_tp or {}).get(tp, self.bus_bytes_per_s))
+        """Bus bandwidth at a TP size (bytes/s): its own entry, else linear in log2(TP) between the listed sizes
+        (the nearest one's beyond them), else ``bus_bytes_per_s``."""
+        import numpy as np
+
+        table = self.bus_bytes_per_s_by_tp or {}
+        if tp in table:
+            return float(table[tp])
+        if not table:
+            return float(self.bus_bytes_per_s)
+        sizes = sorted(table)
+        return float(np.interp(np.log2(max(tp, 1)), np.log2(sizes), [table[t] for t in sizes]))
 
     def max_bytes_at(self, tp: int) -> float | None:
-        """The largest message this implementation takes at a TP size (bytes; None: any size)."""
-        return (self.max_message_bytes_by_tp or {}).get(tp, self.max_message_bytes)
+        """The largest message this implementation takes at a TP size (bytes; None: any size): its own entry,
+        else that of the next listed size up (the custom all-reduce's rule: one-shot below 512 KiB at TP <= 4,
+        below 256 KiB at TP <= 8), else the largest listed size's; ``max_message_bytes`` where none is listed."""
+        table = self.max_message_bytes_by_tp or {}
+        if not table:
+            return self.max_message_bytes
+        if tp in table:
+            return float(table[tp])
+        above = [t for t in table if t >= tp]
+        return float(table[min(above)] if above else table[max(table)])
 
 
 class Attention(_Model):

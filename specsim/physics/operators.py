@@ -214,15 +214,22 @@ def _allreduce_params(p: Params, graph):
 
 def _tp_collectives(p: Params, graph, layers, n, h, logit_rows, vocab) -> list[Op]:
     """A forward's TP collectives: all-reduces of n x h activations (per layer, plus the embedding's)
-    and the all-gather of logit_rows x vocab fp32 logits; none at TP 1."""
+    and the all-gather of logit_rows x vocab logits; none at TP 1.
+
+    The logits are gathered in the lm_head's output dtype (bf16; made fp32 after the gather) by NCCL, the last
+    implementation of the path's chain: SGLang's ``LogitsProcessor._get_logits`` calls
+    ``tensor_model_parallel_all_gather`` -> pynccl (the custom all-reduce has no all-gather; 0.5.9 wheel,
+    ``layers/logits_processor.py`` L831-835, L962; ``models/notes/sglang_decode_kernels.md``)."""
     alpha, bw, large = _allreduce_params(p, graph)
+    nccl_alpha, nccl_bw = large[-1][1], large[-1][2]
     tp = p["tp"]
     tp_on = float(tp > 1) if np.ndim(tp) == 0 else (np.asarray(tp) > 1).astype(float)  # per point: none at TP 1
+    gather_bytes = logit_rows * vocab * ACT_BYTES
     return [
         Op("allreduce", "collective", "comm", (layers * p["allreduces_per_layer"] + 1) * tp_on,
            bytes=n * h * ACT_BYTES, fixed_us=allreduce_us(n * h * ACT_BYTES, tp, alpha, bw, large)),
-        Op("logits_allgather", "collective", "comm", 1.0 * tp_on, bytes=logit_rows * vocab * LOGIT_BYTES,
-           fixed_us=allgather_us(logit_rows * vocab * LOGIT_BYTES, tp, alpha, bw)),
+        Op("logits_allgather", "collective", "comm", 1.0 * tp_on, bytes=gather_bytes,
+           fixed_us=allgather_us(gather_bytes, tp, nccl_alpha, nccl_bw)),
     ]
 
 

@@ -600,18 +600,24 @@ def test_numpy_integers_are_caps_too():
     assert whatif_running_cap(to=np.int64(128), batch=128, **QWEN_H100).after.running_requests == 128
 
 
-def test_specdecode_bench_llama3_70b_tp4_on_vllm_held_out_regression():
+def test_specdecode_bench_llama3_70b_tp4_on_vllm_held_out_within_10_pct_at_every_batch():
     """REGRESSION guard on held-out data of another model and TP: SpecDecode-Bench's vLLM 0.10.1.1 Llama-3-70B on 4x
-    H100 (TP4, an EAGLE-1 head, chain of 3), four datasets, accept length fitted at batch 1 (modeled at context 512,
-    prefill left out: the 70B runs' lengths are not published). Batch 16 within 5 %, every batch to 128 within 16 %.
-    It held 10 % everywhere before this session's all-reduce physics (the measured two-shot kernel, then the logits
-    gathered in bf16 by NCCL as vLLM and SGLang do): those made the verify cheaper, and CNN/DailyMail and
-    InstructCoder at batch 64 now miss the issue's 12 % (+13 / +16 %) while the SGLang rows of the same runs improved."""
+    H100 (TP4, an EAGLE-1 head, chain of 3), four datasets, accept length fitted at batch 1, scored as the benchmark
+    ran (static batches, their prefill counted, the 8B traces' lengths as a proxy): batch 16, 64 and 128 within 10 %.
+    Scored as a steady stream at context 512 instead (no prefill), batch 64 misses by up to +16 %: the protocol
+    matters as much as the physics here."""
     v = validate_sweeps()
     rows = [(s.id, r["batch"], r["error_pct"]) for s in v.sweeps if s.id.startswith("vllm0101-eagle1-llama3-70b-h100x4")
             for r in s.rows if not r["fitted"]]
-    assert len(rows) == 12 and all(abs(e) <= 16.0 for _, _, e in rows), rows
-    assert all(abs(e) <= 5.0 for _, b, e in rows if b == 16), rows
+    assert len(rows) == 12 and all(abs(e) <= 10.0 for _, _, e in rows), rows
+    from specsim.analysis.validate_sweeps import _by_dataset
+    from specsim.io.presets import data_root
+
+    d = json.loads(data_root("calibration").joinpath("datasets", "published_batch_sweeps.json").read_text(encoding="utf-8"))
+    steady = next(x for x in d["sweeps"] if x["id"] == "vllm0101-eagle1-llama3-70b-h100x4-specdecodebench")
+    steady = {k: v for k, v in steady.items() if k not in ("static_batch", "dataset_lengths")}
+    worst = max(abs(r["error_pct"]) for part in _by_dataset(steady) for r in score_sweep(part).rows if not r["fitted"])
+    assert worst > 12.0  # the same rows without the benchmark's prefill: the difference is real, not noise
 
 
 def test_the_custom_all_reduce_runs_one_shot_then_two_shot_then_nccl():

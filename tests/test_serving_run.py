@@ -600,24 +600,28 @@ def test_numpy_integers_are_caps_too():
     assert whatif_running_cap(to=np.int64(128), batch=128, **QWEN_H100).after.running_requests == 128
 
 
-def test_specdecode_bench_llama3_70b_tp4_on_vllm_held_out_within_10_pct_at_every_batch():
-    """REGRESSION guard on held-out data of another model and TP: SpecDecode-Bench's vLLM 0.10.1.1 Llama-3-70B on 4x
-    H100 (TP4, an EAGLE-1 head, chain of 3), four datasets, accept length fitted at batch 1, scored as the benchmark
-    ran (static batches, their prefill counted, the 8B traces' lengths as a proxy): batch 16, 64 and 128 within 10 %.
-    Scored as a steady stream at context 512 instead (no prefill), batch 64 misses by up to +16 %: the protocol
-    matters as much as the physics here."""
+@pytest.mark.parametrize(
+    ("sweep_id", "steady_worst_min_pct"),
+    [("vllm0101-eagle1-llama3-70b-h100x4-specdecodebench", 12.0), ("vllm0111-eagle3-qwen3-8b-h100-specdecodebench", 15.0)],
+)
+def test_specdecode_bench_vllm_sweeps_scored_as_run_are_held_out_within_10_pct_at_every_batch(sweep_id, steady_worst_min_pct):
+    """REGRESSION guard on held-out data of other models and TPs: SpecDecode-Bench's vLLM Llama-3-70B on 4x H100 (TP4,
+    an EAGLE-1 head) and Qwen3-8B on one H100 (EAGLE-3), chains of 3, four datasets, accept length fitted at batch 1,
+    scored as the benchmark ran (static batches, their prefill counted, the 8B traces' lengths as a proxy): batch 16,
+    64 and 128 within 10 %. Scored as a steady stream at context 512 instead (no prefill), batch 64 misses by more
+    than 12 % (70B) and 15 % (Qwen3): the protocol matters as much as the physics here."""
     v = validate_sweeps()
-    rows = [(s.id, r["batch"], r["error_pct"]) for s in v.sweeps if s.id.startswith("vllm0101-eagle1-llama3-70b-h100x4")
+    rows = [(s.id, r["batch"], r["error_pct"]) for s in v.sweeps if s.id.startswith(sweep_id + "/")
             for r in s.rows if not r["fitted"]]
     assert len(rows) == 12 and all(abs(e) <= 10.0 for _, _, e in rows), rows
     from specsim.analysis.validate_sweeps import _by_dataset
     from specsim.io.presets import data_root
 
     d = json.loads(data_root("calibration").joinpath("datasets", "published_batch_sweeps.json").read_text(encoding="utf-8"))
-    steady = next(x for x in d["sweeps"] if x["id"] == "vllm0101-eagle1-llama3-70b-h100x4-specdecodebench")
+    steady = next(x for x in d["sweeps"] if x["id"] == sweep_id)
     steady = {k: v for k, v in steady.items() if k not in ("static_batch", "dataset_lengths")}
     worst = max(abs(r["error_pct"]) for part in _by_dataset(steady) for r in score_sweep(part).rows if not r["fitted"])
-    assert worst > 12.0  # the same rows without the benchmark's prefill: the difference is real, not noise
+    assert worst > steady_worst_min_pct  # the same rows without the benchmark's prefill: the difference is real
 
 
 def test_the_custom_all_reduce_runs_one_shot_then_two_shot_then_nccl():

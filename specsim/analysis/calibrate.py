@@ -435,6 +435,9 @@ def verify_band(sc: Scenario, tokens: list[int], level: float = 0.9) -> tuple[li
     names = list(params)
     cov = np.asarray(cov, dtype=float)
     p = scenario_params(sc)
+    unknown = [n for n in names if n not in PARAMETERS or n not in p]
+    if unknown:
+        raise SpecsimError("calibration.parameters", unknown[0], f"allowed: one of the {len(PARAMETERS)} fitted parameters, e.g. {', '.join(list(PARAMETERS)[:3])}")
     toks = np.asarray(tokens, dtype=float)
     base = np.broadcast_to(verify_breakdown(p, num_draft_tokens=toks)["total"], toks.shape)
     grads = []

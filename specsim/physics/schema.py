@@ -611,6 +611,38 @@ class Workload(_Model):
         "e.g. <|eot_id|>); the engine then pays stop_check_us per finish check")
 
 
+def _short(x: object, n: int = 60) -> str:
+    """``repr(x)`` cut to ``n`` characters, for one-line errors about free-form blocks."""
+    r = repr(x)
+    return r if len(r) <= n else r[: n - 3] + "..."
+
+
+def _finite_number(x: object) -> bool:
+    return type(x) in (int, float) and math.isfinite(x)
+
+
+def _check_object(where: str, x: object, allowed: str) -> None:
+    if not isinstance(x, dict):
+        raise ValueError(f"{where}={_short(x)}: allowed: {allowed}")
+
+
+def _check_list(where: str, x: object, allowed: str) -> None:
+    if not isinstance(x, list):
+        raise ValueError(f"{where}={_short(x)}: allowed: {allowed}")
+
+
+def _check_points(where: str, pts: object) -> None:
+    """A list of measured verify points: objects with a whole ``tokens`` >= 1 and a finite ``ms`` > 0."""
+    _check_list(where, pts, "a list of {tokens, ms} points")
+    for i, pt in enumerate(pts):
+        _check_object(f"{where}[{i}]", pt, "an object with tokens and ms")
+        t, ms = pt.get("tokens"), pt.get("ms")
+        if type(t) is not int or t < 1:
+            raise ValueError(f"{where}[{i}].tokens={_short(t)}: allowed: a whole number >= 1")
+        if not _finite_number(ms) or ms <= 0:
+            raise ValueError(f"{where}[{i}].ms={_short(ms)}: allowed: a finite number > 0")
+
+
 class Scenario(_Model):
     """One complete, self-describing question: hardware, model, engine, speculation, workload."""
 
@@ -630,18 +662,69 @@ class Scenario(_Model):
 
     @field_validator("provenance")
     @classmethod
-    def _measured_is_a_record(cls, v: dict) -> dict:
-        """``provenance.measured`` (what the box measured, shown beside the model) maps names to finite
-        numbers, text or null: anything else would be shown as a measurement or break the reports."""
+    def _provenance_is_a_record(cls, v: dict) -> dict:
+        """The provenance keys that commands read have their shape: ``measured`` (shown beside the model) maps
+        names to finite numbers, text or null; ``assumptions`` is a list of text; ``fitted_parameters`` and
+        ``fit_checks`` map names to objects; ``verify_points`` lists {tokens, ms} points. Other keys are free."""
         m = v.get("measured")
-        if m is None:
+        if m is not None:
+            _check_object("provenance.measured", m, "an object of named measurements")
+            for k, x in m.items():
+                ok = x is None or isinstance(x, str) or _finite_number(x)
+                if not ok:
+                    raise ValueError(f"provenance.measured.{k}={_short(x)}: allowed: a finite number, text or null")
+        if v.get("assumptions") is not None:
+            _check_list("provenance.assumptions", v["assumptions"], "a list of text")
+            for i, a in enumerate(v["assumptions"]):
+                if not isinstance(a, str):
+                    raise ValueError(f"provenance.assumptions[{i}]={_short(a)}: allowed: text")
+        for key in ("fitted_parameters", "fit_checks"):
+            if v.get(key) is not None:
+                _check_object(f"provenance.{key}", v[key], "an object of named objects")
+                for k, x in v[key].items():
+                    _check_object(f"provenance.{key}.{k}", x, "an object")
+        if v.get("verify_points") is not None:
+            _check_points("provenance.verify_points", v["verify_points"])
+        return v
+
+    @field_validator("calibration")
+    @classmethod
+    def _calibration_is_a_fit(cls, v: dict | None) -> dict | None:
+        """What ``specsim calibrate`` writes, in its shape: ``parameters`` maps names to objects with a finite
+        ``value``; ``cov_log`` is a square matrix of finite numbers, one row per parameter; ``points`` lists the
+        measured {tokens, ms}; ``residuals`` lists objects whose ``error_pct`` is finite; ``warnings`` is text."""
+        if v is None:
             return v
-        if not isinstance(m, dict):
-            raise ValueError(f"provenance.measured must be an object of named measurements, not {type(m).__name__}")
-        for k, x in m.items():
-            ok = x is None or isinstance(x, str) or (type(x) in (int, float) and math.isfinite(x))
+        params = v.get("parameters")
+        if params is not None:
+            _check_object("calibration.parameters", params, "an object of fitted parameters")
+            for k, x in params.items():
+                _check_object(f"calibration.parameters.{k}", x, "an object with a finite value")
+                if not _finite_number(x.get("value")):
+                    raise ValueError(f"calibration.parameters.{k}.value={_short(x.get('value'))}: allowed: a finite number")
+        cov = v.get("cov_log")
+        if cov is not None:
+            n = len(params or {})
+            ok = (isinstance(cov, list) and len(cov) == n
+                  and all(isinstance(r, list) and len(r) == n and all(_finite_number(c) for c in r) for r in cov))
             if not ok:
-                raise ValueError(f"provenance.measured.{k}={x!r}: allowed: a finite number, text or null")
+                raise ValueError(f"calibration.cov_log={_short(cov)}: allowed: a {n} x {n} matrix of finite numbers "
+                                 "(one row and column per calibration.parameters entry)")
+        if v.get("points") is not None:
+            _check_points("calibration.points", v["points"])
+        if v.get("residuals") is not None:
+            _check_list("calibration.residuals", v["residuals"], "a list of objects")
+            for i, r in enumerate(v["residuals"]):
+                _check_object(f"calibration.residuals[{i}]", r, "an object")
+                for key in ("ms", "model_ms", "error_pct"):
+                    if key in r and not _finite_number(r[key]):
+                        raise ValueError(f"calibration.residuals[{i}].{key}={_short(r[key])}: allowed: a finite number")
+                if "error_pct" not in r:
+                    raise ValueError(f"calibration.residuals[{i}]: error_pct is missing (allowed: a finite number)")
+        if v.get("warnings") is not None:
+            _check_list("calibration.warnings", v["warnings"], "a list of text")
+            if not all(isinstance(w, str) for w in v["warnings"]):
+                raise ValueError("calibration.warnings: allowed: a list of text")
         return v
 
     @model_validator(mode="after")

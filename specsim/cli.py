@@ -640,6 +640,8 @@ def whatif_training_cmd(
         gpu_hours_per_100k_samples=gpu_hours_per_100k, fleet_tokens_per_day=fleet_tokens_per_day,
         gpus_per_replica=gpus_per_replica, use_default_data=not only_data, **kw,
     )
+    for w in res.warnings:
+        typer.echo(f"warning: {w}", err=True)
     if as_json or fmt == Fmt.json:
         _emit(res.to_dict())
     elif fmt in (Fmt.markdown, Fmt.md) and hasattr(res, "markdown"):

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 from ..errors import SpecsimError
 from ..io.presets import get_engine, get_gpu, get_model, load_scenario, moe_config_tuned, preset_key, scenario_from_dict
 from ..physics.schema import Engine, Parallel, Scenario, Speculation, Workload, check_field, field_range
@@ -45,6 +47,9 @@ def gpu_preset_key(name: str) -> str | None:
     return preset_key("gpus", name)
 
 
+_DTYPE_TAG_RE = re.compile(r"\s*\((?:bf16|fp16|fp8|int4|int8|w4a16)[^()]*\)\s*$", re.IGNORECASE)
+
+
 def apply_dtype(target: dict, dtype: str) -> None:
     """Set the weight dtype of a target dict: int4 on a MoE quantises the routed experts only (W4A16,
     Kimi-K2.5 style); otherwise attention, dense MLP and experts all take ``dtype``."""
@@ -53,9 +58,14 @@ def apply_dtype(target: dict, dtype: str) -> None:
     dt = target["dtypes"]
     if dtype == "int4" and target.get("moe") is not None:
         dt["routed_experts"] = "int4"
+        tag = "INT4 routed experts"
     else:
         for k in ("attention", "dense_mlp", "shared_experts", "routed_experts"):
             dt[k] = dtype
+        tag = dtype
+    if isinstance(target.get("name"), str):  # the title says the dtype that is modeled: "Llama-3.1-8B (int4)"
+        base = _DTYPE_TAG_RE.sub("", target["name"])
+        target["name"] = f"{base} ({tag})"
 
 
 def set_moe_prior(engine: dict, preset, target: dict) -> None:

@@ -42,6 +42,9 @@ DEFAULT_CURRENT_SAMPLES = 37_000.0  # the founding case's draft (kept for caller
 #: Training-time-test unroll of EAGLE-3 training: each sample's draft forward+backward runs this many
 #: times (SpecForge's default --ttt-length 7, https://github.com/sgl-project/SpecForge).
 TTT_LENGTH = 7
+#: how far outside the fitted data's sample range (each side, as a factor) a what-if goes before it is flagged
+#: as an extrapolation of the power law (a judgement: the published Kimi points span 37K to 1.4M, 38x)
+EXTRAPOLATION_FACTOR = 4.0
 #: The reference run above: Kimi-K2.5 target regenerating the data, its EAGLE-3 head trained on it.
 COST_REFERENCE_MODEL = "kimi-k2.5"
 _PARAM_NAMES = ("ln_c1", "ln_beta", "ln_g")
@@ -263,6 +266,7 @@ class TrainingWhatIf:
     samples_now_source: str = ""
     cost_source: str = ""
     draft: str = ""
+    warnings: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict:
         """JSON-ready dict (non-finite numbers, e.g. a payback that never comes, become null)."""
@@ -276,7 +280,7 @@ class TrainingWhatIf:
                  steps_scenario=self.steps_scenario, samples_now_source=self.samples_now_source,
                  cost_source=self.cost_source, gpus_per_replica=self.gpus_per_replica,
                  curve={k: [x if isinstance(x, int) else _finite(x) for x in v] for k, v in self.curve.items()},
-                 fit=self.fit.to_dict())
+                 fit=self.fit.to_dict(), warnings=list(self.warnings))
         return d
 
     def headers(self) -> list[str]:
@@ -542,6 +546,13 @@ def whatif_training(
     pay = payback(p_now.tok_s, p_tgt.tok_s, now, target, rate, fleet_tokens_per_day, gpus)
 
     data_n = [p["samples"] for p in fit.points]
+    warnings = []
+    lo_n, hi_n = min(data_n), max(data_n)
+    for what, n in (("current", now), ("target", target)):
+        if not EXTRAPOLATION_FACTOR ** -1 * lo_n <= n <= EXTRAPOLATION_FACTOR * hi_n:
+            warnings.append(f"{what} samples {n:,.0f} lie beyond the fitted data ({lo_n:,.0f} to {hi_n:,.0f} samples, "
+                            f"x{EXTRAPOLATION_FACTOR:g} either side): the accept length there is an extrapolation of "
+                            "the power law")
     grid = np.geomspace(min(now, *data_n) / 2.0, max(target, *data_n) * 2.0, int(curve_points))
     grid = np.unique(np.concatenate([grid, [now, target]]))
     curve: dict[str, list] = {"samples": [], "best_steps": [], "tau": [], "tau_low": [], "tau_high": [], "tok_s": []}
@@ -561,4 +572,5 @@ def whatif_training(
         fleet_tokens_per_day=float(fleet_tokens_per_day), gpus_per_replica=gpus, curve=curve, fit=fit,
         steps_scenario=p_sc.steps, tau_scenario=p_sc.accept_length, tok_s_scenario=p_sc.tok_s,
         speedup_scenario=p_sc.speedup, samples_now_source=now_source, cost_source=cost_source, draft=sc.draft.name,
+        warnings=warnings,
     )

@@ -141,15 +141,15 @@ def parse_float_ranges(text: str, field: str, *, max_values: int = MAX_LIST_VALU
 
 
 def parse_samples(text: str | float, field: str) -> float:
-    """A sample count with an optional K/M/B suffix: 37K, 1.4M, 2e6 (finite, > 0, <= 1e13)."""
+    """A sample count with an optional K/M/B suffix: 37K, 1.4M, 2e6 (finite, >= 1, <= 1e13)."""
     t = str(text).strip().upper().replace(",", "").replace("_", "")
     mult = {"K": 1e3, "M": 1e6, "B": 1e9}.get(t[-1:], 1.0)
     try:
         v = float(t[:-1] if t[-1:] in ("K", "M", "B") else t) * mult
     except ValueError:
         raise SpecsimError(field, text, "expected a number of samples such as 37000, 37K or 1.4M") from None
-    if not math.isfinite(v) or not 0 < v <= MAX_SAMPLES:
-        raise SpecsimError(field, text, f"allowed: a sample count in (0, {MAX_SAMPLES:.0e}]")
+    if not math.isfinite(v) or not 1 <= v <= MAX_SAMPLES:
+        raise SpecsimError(field, text, f"allowed: a sample count in [1, {MAX_SAMPLES:.0e}]")
     return v
 
 

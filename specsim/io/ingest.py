@@ -1109,6 +1109,11 @@ class _State:
         if block == LONG_LINE:
             self.feed(block)
             return
+        if not _has_marker(block):  # nothing any parser recognises (blank lines, other chatter): ignored
+            n_lines = block.count("\n") + 1
+            self.lines_total += n_lines
+            self.lines_ignored += n_lines
+            return
         if len(self.decode_store) < MAX_STORED_RECORDS or "Decode batch" not in block:
             self.feed_many(_split_lines(block))
             return

@@ -39,6 +39,7 @@ __all__ = [
     "MAX_JSON_DEPTH",
     "MAX_JSON_VALUES",
     "MAX_LINE_BYTES",
+    "MAX_LOG_BYTES",
     "check_json_depth",
     "iter_blocks",
     "iter_lines",
@@ -226,7 +227,7 @@ def _runs_of_lines(path: str | os.PathLike, field: str, allow_stdin: bool, max_l
         read = _stdin_reader(field)
         fd = None
     else:
-        fd, _ = open_regular(name, field)
+        fd, _ = open_regular(name, field, max_bytes=MAX_LOG_BYTES)
         read = None
     tail = b""
     dropping = False  # inside an over-long line
@@ -296,7 +297,8 @@ def iter_lines(path: str | os.PathLike, field: str = "file", *, allow_stdin: boo
 
 
 LONG_LINE = "\x00<over-long line>\x00"
-MAX_STDIN_BYTES = 8 * 2**30  # a log piped on standard input: more than this is refused (a file has its own end)
+MAX_STDIN_BYTES = 8 * 2**30  # a log piped on standard input: more than this is refused
+MAX_LOG_BYTES = MAX_STDIN_BYTES  # a log file: a larger one is refused before it is read (ingest reads ~25-100 MB/s)
 
 
 def _stdin_reader(field: str):

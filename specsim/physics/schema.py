@@ -8,6 +8,7 @@ what is assumed.
 from __future__ import annotations
 
 import math
+import re
 import typing
 from typing import Annotated, Literal
 
@@ -64,6 +65,29 @@ MAX_ALLREDUCE_CHAIN = 3  # all-reduce implementations one path may chain (one-sh
 MAX_TEXT = 10_000  # characters in any text field (names, sources, notes): longer input is refused, not rendered
 
 
+#: characters no text field may hold: C0 / C1 controls but tab and newline (an ESC starts a terminal escape
+#: sequence) and the Unicode bidirectional overrides and isolates (they reorder what a terminal shows)
+_CONTROL_RE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+
+
+def _holds_model(tp) -> bool:
+    """True when an annotation has a pydantic model anywhere in it (``Engine``, ``dict[str, ModelKernels]``)."""
+    if isinstance(tp, type) and issubclass(tp, BaseModel):
+        return True
+    return any(_holds_model(a) for a in typing.get_args(tp))
+
+
+def _refuse_control_characters(v: object) -> None:
+    """Refuse text (or the text keys and values of one dict or list level) holding a control character."""
+    items = [v] if isinstance(v, str) else (list(v) + list(v.values())) if isinstance(v, dict) else v
+    for x in items:
+        if isinstance(x, str):
+            m = _CONTROL_RE.search(x)
+            if m:
+                raise ValueError(f"allowed: text without control characters (found U+{ord(m.group()):04X} at "
+                                 f"position {m.start()})")
+
+
 class _Model(BaseModel):
     """Common base: unknown keys refused, no NaN/inf anywhere, numbers are numbers.
 
@@ -86,6 +110,12 @@ class _Model(BaseModel):
             f = cls.model_fields.get(info.field_name or "")
             only = _NUMERIC_ONLY[key] = bool(f is not None and _numeric_only(f.annotation))
         if not only or v is None:
+            if tv is str:
+                _refuse_control_characters(v)
+            elif tv is dict or tv is list:
+                f = cls.model_fields.get(info.field_name or "")
+                if f is not None and not _holds_model(f.annotation):  # a model checks its own fields
+                    _refuse_control_characters(v)
             return v
         if _bad_scalar(v):
             raise ValueError(f"allowed: a number, not {'true/false' if isinstance(v, bool) else 'a string'}")

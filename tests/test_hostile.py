@@ -462,7 +462,7 @@ def test_sweep_csv_is_columns_to_csv(kw, monkeypatch):
     from specsim.io.csvfmt import columns_to_csv
 
     res = sw.sweep(None, **kw)
-    ints = ("steps", "topk", "draft_tokens", "tp", "batch", "ctx")
+    ints = ("steps", "topk", "draft_tokens", "tp", "batch", "ctx", "fits_memory")
     cols = [("label" if c == "gpu" else "int" if c in ints else "float", res.columns[c]) for c in sw.COLUMNS]
     want = columns_to_csv(list(sw.COLUMNS), cols, {sw.COLUMNS.index("gpu"): res.gpu_names})
     assert res.to_csv() == want
@@ -822,3 +822,24 @@ def test_a_log_of_blank_lines_is_counted_in_bulk_and_a_huge_log_is_refused_befor
     monkeypatch.setattr(safe_read, "MAX_LOG_BYTES", 1000)
     with pytest.raises(IngestError, match="files up to"):
         ingest_files([str(f)], allow_empty=True)
+
+
+def test_a_sweep_ranks_configurations_that_do_not_fit_in_memory_last_and_says_so(run_json):
+    """`sweep --ctx 100000000` ranked a batch-64 row best with no word that its KV cache needs petabytes."""
+    import specsim.analysis.sweep as sw
+    from specsim.analysis.build import build_scenario
+    from specsim.analysis.predict import kv_bytes_per_rank
+
+    res = sw.sweep(None, batch=[1, 64, 512], ctx=[2048, 200_000])
+    fits = res.columns["fits_memory"]
+    assert fits.any() and not fits.all()
+    assert all(r["fits_memory"] for r in res.ranked(int(fits.sum())))  # every fitting row ranks first
+    assert res.best["fits_memory"] and any("do not fit in GPU memory" in n for n in res.notes)
+    # the same rule as predict's warning, row by row
+    for r in res.ranked(res.n):
+        sc = build_scenario(None, batch=r["batch"], ctx=r["ctx"])
+        warned = any("does not fit" in w or "leaves room" in w for w in __import__(
+            "specsim.analysis.predict", fromlist=["scenario_warnings"]).scenario_warnings(sc))
+        assert warned == (not r["fits_memory"]), (r, kv_bytes_per_rank(sc))
+    d = run_json("sweep", "--batch", "1,64", "--ctx", "100000000")
+    assert not d["best"]["fits_memory"] and any("none fits" in n for n in d["notes"])

@@ -101,20 +101,36 @@ USABLE_MEMORY_FRACTION = 0.95  # share of HBM weights + KV may take (engines res
 GPUS_PER_NODE = 8  # HGX/DGX nodes: TP beyond this crosses nodes
 
 
-def kv_bytes_per_rank(sc: Scenario, tokens_per_request: int | None = None) -> float:
-    """KV-cache bytes one TP rank holds for the workload (batch x (context + verify width))."""
+def kv_bytes_per_rank(sc: Scenario, tokens_per_request=None, *, tp=None, batch=None, ctx=None):
+    """KV-cache bytes one TP rank holds for the workload (running requests x (context + verify width)).
+
+    ``tp``, ``batch``, ``ctx`` and ``tokens_per_request`` default to the scenario's; given as arrays they
+    broadcast (the sweep's memory fit), and the result is an array."""
+    import numpy as np
+
     from ..physics.schema import DTYPE_BYTES
 
     t, a = sc.target, sc.target.attention
-    tp = sc.parallel.tp
+    tp = sc.parallel.tp if tp is None else tp
     by = DTYPE_BYTES[t.dtypes.kv_cache]
     if a.kind == "mla":
         per_layer = (a.kv_lora_rank + a.qk_rope_head_dim) * by if sc.engine.mla_absorbed else (
             a.num_heads / tp * (a.qk_nope_head_dim + a.qk_rope_head_dim + a.v_head_dim) * by)
     else:
-        per_layer = 2 * max(a.num_kv_heads / tp, 1.0) * a.head_dim * by
-    w = tokens_per_request or sc.speculation.num_draft_tokens or 1
-    return float(sc.workload.batch * (sc.workload.ctx + w) * per_layer * t.num_layers)
+        per_layer = 2 * np.maximum(a.num_kv_heads / tp, 1.0) * a.head_dim * by
+    w = tokens_per_request if tokens_per_request is not None else (sc.speculation.num_draft_tokens or 1)
+    if batch is None:  # the requests running at once: queued ones hold no KV cache
+        cap = sc.engine.running_cap(True)
+        batch = sc.workload.batch if cap is None else min(sc.workload.batch, cap)
+    b = batch
+    c = sc.workload.ctx if ctx is None else ctx
+    kv = b * (c + w) * per_layer * t.num_layers
+    return kv if np.ndim(kv) else float(kv)
+
+
+def fits_memory(weights, kv, memory_bytes):
+    """Whether weights and KV cache fit one GPU (the rule of :func:`scenario_warnings`; arrays broadcast)."""
+    return (weights <= WEIGHTS_MAX_FRACTION * memory_bytes) & (weights + kv <= USABLE_MEMORY_FRACTION * memory_bytes)
 
 
 def scenario_warnings(sc: Scenario, p: dict | None = None) -> list[str]:
@@ -129,7 +145,9 @@ def scenario_warnings(sc: Scenario, p: dict | None = None) -> list[str]:
         out.append(f"target weights need {weights / 1e9:.0f} GB per rank at TP{sc.parallel.tp}, more than the "
                    f"{mem / 1e9:.0f} GB of a {sc.gpu.name} leaves room for (KV cache, graphs)")
     elif weights + kv > USABLE_MEMORY_FRACTION * mem:
-        out.append(f"weights ({weights / 1e9:.0f} GB) + KV cache for batch {sc.workload.batch} x ctx {sc.workload.ctx} "
+        cap = sc.engine.running_cap(True)
+        run = sc.workload.batch if cap is None else min(sc.workload.batch, cap)
+        out.append(f"weights ({weights / 1e9:.0f} GB) + KV cache for {run} running requests x ctx {sc.workload.ctx} "
                    f"({kv / 1e9:.0f} GB) exceed the {mem / 1e9:.0f} GB per GPU: this workload does not fit")
     if sc.parallel.tp > GPUS_PER_NODE:
         out.append(f"TP{sc.parallel.tp} spans more than one 8-GPU node: all-reduce latency is extrapolated "

@@ -26,7 +26,7 @@ MAX_SWEEP_POINTS = 10_000_000  # configurations in one sweep (~100 bytes of colu
 MAX_SWEEP_COMBOS = 2_000  # (steps, topk, draft_tokens) combinations: each one evaluates the whole grid
 AXES = ("accept", "tp", "batch", "ctx", "gpu", "allreduce_scale")
 COLUMNS = ("steps", "topk", "draft_tokens", "accept_length", "tp", "batch", "ctx", "gpu", "allreduce_scale",
-           "tok_s", "baseline_tok_s", "speedup", "cycle_ms", "verify_ms")
+           "tok_s", "baseline_tok_s", "speedup", "cycle_ms", "verify_ms", "fits_memory")
 
 
 class BestRow(dict):
@@ -50,8 +50,16 @@ class SweepResult:
     def __post_init__(self) -> None:
         self.n = int(len(self.columns["tok_s"]))
 
-    def ranked(self, top: int = 10) -> list[dict]:
+    def _rank_key(self) -> np.ndarray:
+        """tok/s, with the configurations that do not fit in GPU memory ranked after all that do."""
         tok = self.columns["tok_s"]
+        fits = self.columns.get("fits_memory")
+        if fits is None or fits.all() or not fits.any():
+            return tok
+        return np.where(fits, tok, tok - (float(tok.max()) - float(tok.min()) + 1.0))
+
+    def ranked(self, top: int = 10) -> list[dict]:
+        tok = self._rank_key()
         k = min(top, self.n)
         idx = np.argpartition(-tok, k - 1)[:k] if self.n > k else np.arange(self.n)
         idx = idx[np.argsort(-tok[idx], kind="stable")]
@@ -60,7 +68,7 @@ class SweepResult:
     @property
     def best(self) -> BestRow:
         """The highest-tok/s configuration (an attribute, like Prediction's fields; ``best()`` still works)."""
-        return BestRow(self.row(int(np.argmax(self.columns["tok_s"]))))
+        return BestRow(self.row(int(np.argmax(self._rank_key()))))
 
     def row(self, i: int) -> dict:
         r = {}
@@ -68,6 +76,8 @@ class SweepResult:
             v = self.columns[c][i]
             if c == "gpu":
                 r[c] = self.gpu_names[int(v)]
+            elif c == "fits_memory":
+                r[c] = bool(v)
             elif c in ("steps", "topk", "draft_tokens", "tp", "batch", "ctx"):
                 r[c] = int(v)
             else:
@@ -82,7 +92,7 @@ class SweepResult:
         """Every configuration as CSV (vectorised: :func:`specsim.io.csvfmt.columns_to_csv`)."""
         from ..io import csvfmt
 
-        ints = ("steps", "topk", "draft_tokens", "tp", "batch", "ctx")
+        ints = ("steps", "topk", "draft_tokens", "tp", "batch", "ctx", "fits_memory")
         cols = [("label" if c == "gpu" else "int" if c in ints else "float", self.columns[c]) for c in COLUMNS]
         return csvfmt.columns_to_csv(list(COLUMNS), cols, {COLUMNS.index("gpu"): self.gpu_names})
 
@@ -255,11 +265,20 @@ def sweep(
         raise SpecsimError("sweep", f"{total:,} configurations",
                            f"allowed at most {MAX_SWEEP_POINTS:,} per sweep; narrow the ranges or split the sweep")
     show = progress if progress is not None else total > 5_000_000  # ~0.5 s and more
-    out: dict[str, list[np.ndarray]] = {c: [] for c in COLUMNS}
+    n_grid = int(np.prod(full))
+    dtypes = {"steps": np.int16, "topk": np.int16, "draft_tokens": np.int16, "fits_memory": bool}
+    columns = {c: np.empty(len(combos) * n_grid, dtype=dtypes.get(c, float)) for c in COLUMNS}  # written in place
     grids = np.meshgrid(np.arange(full[0]), np.asarray(tps, float), np.asarray(batch or [sc.workload.batch], float),
                         np.asarray(ctx or [sc.workload.ctx], float), np.arange(full[4]),
                         np.asarray(allreduce_scale or [sc.parallel.allreduce_scale], float), indexing="ij")
-    flat_axes = [g.ravel() for g in grids]
+    # memory fit (weights + KV cache per rank against each GPU's HBM): the rule predict warns with
+    from ..physics.cost import weight_bytes_per_rank
+    from .predict import fits_memory, kv_bytes_per_rank
+
+    mem = _axis([sc.gpu.memory_bytes], 4) if gpu is None else _axis([get_gpu(g)[0].memory_bytes for g in gpu], 4)
+    weights = weight_bytes_per_rank(p)
+    cap_run = sc.engine.running_cap(True)  # queued requests hold no KV cache
+    running = p["batch"] if cap_run is None else np.minimum(p["batch"], cap_run)
     for i, (s, k, d) in enumerate(combos):
         if k == 1:
             tau = 1.0 + np.cumprod(rates[:, :s], axis=1).sum(axis=1)
@@ -273,28 +292,25 @@ def sweep(
         cyc = np.broadcast_to(th["cycle_ms"], full)
         tok = np.broadcast_to(th["tok_s"], full)
         base_tok = np.broadcast_to(th["baseline_tok_s"], full)
-        n = tok.size
-        out["steps"].append(np.full(n, s, dtype=np.int16))
-        out["topk"].append(np.full(n, k, dtype=np.int16))
-        out["draft_tokens"].append(np.full(n, d, dtype=np.int16))
-        out["accept_length"].append(np.broadcast_to(tau_b, full).ravel())
-        out["tp"].append(flat_axes[1])
-        out["batch"].append(flat_axes[2])
-        out["ctx"].append(flat_axes[3])
-        out["gpu"].append(flat_axes[4])
-        out["allreduce_scale"].append(flat_axes[5])
-        out["tok_s"].append(tok.ravel())
-        out["baseline_tok_s"].append(base_tok.ravel())
-        out["speedup"].append((tok / base_tok).ravel())
-        out["cycle_ms"].append(cyc.ravel())
-        out["verify_ms"].append(np.broadcast_to(phases["verify"], full).ravel())
+        sl = slice(i * n_grid, (i + 1) * n_grid)
+        col = {c: columns[c][sl].reshape(full) for c in COLUMNS}  # views: each column written once
+        col["steps"][...], col["topk"][...], col["draft_tokens"][...] = s, k, d
+        col["accept_length"][...] = tau_b
+        for c, g in zip(("tp", "batch", "ctx", "gpu", "allreduce_scale"), grids[1:]):
+            col[c][...] = g
+        col["tok_s"][...] = tok
+        col["baseline_tok_s"][...] = base_tok
+        np.divide(tok, base_tok, out=col["speedup"])
+        col["cycle_ms"][...] = cyc
+        col["verify_ms"][...] = phases["verify"]
+        kv = kv_bytes_per_rank(sc, d, tp=p["tp"], batch=running, ctx=p["ctx"])
+        col["fits_memory"][...] = fits_memory(weights, kv, mem)
         if show:
             done = (i + 1) / len(combos)
             sys.stderr.write(f"\rsweep [{'#' * int(30 * done):<30}] {i + 1}/{len(combos)} structural configs")
             sys.stderr.flush()
     if show:
         sys.stderr.write("\n")
-    columns = {c: np.concatenate(v) for c, v in out.items()}
     res = SweepResult(scenario=sc.name, columns=columns, gpu_names=gpu_names, accept_labels=labels)
     if gpu:
         res.notes.append("GPU axis: each GPU preset with its default graph all-reduce; engine behaviour and the eager "
@@ -312,6 +328,12 @@ def sweep(
                          + (" (--max-running-requests), speculation on or off" if e.max_running_requests else
                             " with speculation on (its default; plain decode runs the whole batch)")
                          + f": rows of batch above {cap} are modeled with {cap} running and the rest queued")
+    fits = columns["fits_memory"]
+    if not fits.all():
+        n_out = int(fits.size - fits.sum())
+        res.notes.append(f"{n_out:,} of {fits.size:,} configurations do not fit in GPU memory (weights + KV cache of "
+                         "batch x (ctx + draft tokens) per rank over 95 % of HBM): "
+                         + ("ranked after those that do (fits_memory false)" if fits.any() else "none fits"))
     res.notes.extend(sc.notes)
     return res
 

@@ -354,7 +354,8 @@ def _forward(build, p: Params, graph, keep_rows: bool) -> dict:
 
 
 def weight_bytes_per_rank(p: Params) -> float:
-    """Target weight bytes resident per rank (all experts), for memory-fit checks and display."""
+    """Target weight bytes resident per rank (all experts), for memory-fit checks and display (an array where
+    ``p["tp"]`` is one)."""
     tp, h, L, Lm = p["tp"], p["hidden"], p["num_layers"], p["num_moe_layers"]
     total = 2 * p["vocab"] * h / tp * p["bytes_head"]
     if p["is_mla"]:
@@ -364,9 +365,9 @@ def weight_bytes_per_rank(p: Params) -> float:
         att = h * ql + ql * hr * qk + h * (kvl + p["qk_rope_head_dim"]) + kvl * hr * (p["qk_nope_head_dim"] + p["v_head_dim"]) + hr * p["v_head_dim"] * h
     else:
         hr = p["num_heads"] / tp
-        att = (h * (hr + 2 * max(p["num_kv_heads"] / tp, 1.0)) + hr * h) * p["head_dim"]
+        att = (h * (hr + 2 * np.maximum(p["num_kv_heads"] / tp, 1.0)) + hr * h) * p["head_dim"]
     total += L * att * p["bytes_attention"]
     total += (L - Lm) * 3 * h * p["intermediate"] / tp * p["bytes_dense"]
     total += Lm * 3 * h * p["expert_intermediate"] / tp * p["num_experts"] * p["bytes_routed"]
     total += Lm * 3 * h * p["num_shared_experts"] * p["shared_intermediate"] / tp * p["bytes_shared"]
-    return float(total)
+    return total if np.ndim(total) else float(total)

@@ -843,3 +843,27 @@ def test_a_sweep_ranks_configurations_that_do_not_fit_in_memory_last_and_says_so
         assert warned == (not r["fits_memory"]), (r, kv_bytes_per_rank(sc))
     d = run_json("sweep", "--batch", "1,64", "--ctx", "100000000")
     assert not d["best"]["fits_memory"] and any("none fits" in n for n in d["notes"])
+
+
+def test_the_help_lists_every_gpu_and_engine_preset(run_cli):
+    """The --gpu and --engine help named 5 GPUs and 4 engines while rtx3090, vllm-v0 and torch-graph were taken."""
+    import specsim.cli as cli
+    from specsim.io.presets import data_root
+
+    for opt, file in ((cli.GpuOpt, "gpus.json"), (cli.EngineOpt, "engines.json")):
+        names = [k for k in json.loads(data_root("models").joinpath(file).read_text()) if not k.startswith("_")]
+        assert all(n in opt.help for n in names), (opt.help, names)
+
+
+def test_validate_refuses_a_fit_token_count_the_dataset_lacks(run_cli):
+    """--fit 3,6,999999 fitted on 3 and 6 and dropped 999999 without a word."""
+    code, _, err = run_cli("validate", "kimi-k2.5-seed", "--fit", "3,6,999999")
+    assert code == 2 and err.count("\n") == 1 and "999999" in err and "available: [3, 6]" in err
+
+
+def test_a_profile_from_another_gpu_is_flagged(run_cli):
+    """--profile h200 on an H100 applied H200 fits silently."""
+    code, out, err = run_cli("predict", "--profile", "h200", "--gpu", "h100")
+    assert code == 0 and "measured on NVIDIA H200, not on this scenario's H100" in " ".join((out + err).split())
+    code, out, err = run_cli("predict", "--profile", "h200")
+    assert code == 0 and "measured on" not in out + err

@@ -231,9 +231,10 @@ def apply_profile(sc, path: str):
     """A copy of the scenario whose GPU (and the engine's launch costs) take a measured profile's fits.
 
     ``path``: a profile file, or the name of a shipped one (``h200`` = models/profiles/h200.json)."""
+    import re
     from pathlib import Path
 
-    from ..io.presets import data_root, scenario_from_dict
+    from ..io.presets import data_root, preset_key, scenario_from_dict
     from ..measure.profile import ProfileError, load_profile
 
     shipped = data_root("models").joinpath("profiles", f"{path}.json")
@@ -270,6 +271,12 @@ def apply_profile(sc, path: str):
             continue  # the Triton kernel's shares: not this engine's kernels
         data["engine"][key] = v
         data["engine"].setdefault("sources", {})[key] = src
+    measured_on = str((prof.get("provenance") or {}).get("gpu_name") or "")
+    key = preset_key("gpus", sc.gpu.name)
+    if measured_on and key and not re.search(rf"\b{re.escape(key)}\b", measured_on.lower()):
+        data.setdefault("notes", []).append(
+            f"the profile {path} was measured on {measured_on[:80]}, not on this scenario's {sc.gpu.name}: its fits "
+            "describe that GPU (give --gpu to match it, or measure this one with `specsim measure`)")
     data["name"] = f"{sc.name}+profile"
     data.setdefault("provenance", {})["profile"] = {"path": str(path), "fit": fit.to_dict()}
     return scenario_from_dict(data, "scenario")

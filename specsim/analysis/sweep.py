@@ -264,7 +264,7 @@ def sweep(
     if total > MAX_SWEEP_POINTS:
         raise SpecsimError("sweep", f"{total:,} configurations",
                            f"allowed at most {MAX_SWEEP_POINTS:,} per sweep; narrow the ranges or split the sweep")
-    show = progress if progress is not None else total > 5_000_000  # ~0.5 s and more
+    show = progress if progress is not None else total > 5_000_000 and sys.stderr.isatty()  # ~0.5 s and more, to a terminal
     n_grid = int(np.prod(full))
     dtypes = {"steps": np.int16, "topk": np.int16, "draft_tokens": np.int16, "fits_memory": bool}
     columns = {c: np.empty(len(combos) * n_grid, dtype=dtypes.get(c, float)) for c in COLUMNS}  # written in place

@@ -867,3 +867,24 @@ def test_a_profile_from_another_gpu_is_flagged(run_cli):
     assert code == 0 and "measured on NVIDIA H200, not on this scenario's H100" in " ".join((out + err).split())
     code, out, err = run_cli("predict", "--profile", "h200")
     assert code == 0 and "measured on" not in out + err
+
+
+def test_a_config_json_with_gaps_says_what_it_assumed(run_cli, tmp_path):
+    """A config.json without intermediate_size or num_key_value_heads, or with a quantization the model does not
+    read, was modeled on defaults without a word; each assumption is now a warning (and none for real configs)."""
+    cfg = dict(LLAMA_CFG)
+    cfg.pop("intermediate_size")
+    cfg.pop("num_key_value_heads")
+    cfg["quantization_config"] = {"quant_method": "bogus"}
+    (tmp_path / "m").mkdir()
+    f = tmp_path / "m" / "config.json"
+    f.write_text(json.dumps(cfg))
+    code, out, err = run_cli("predict", "--model", str(f), "--gpu", "h100", "--tp", "1")
+    text = " ".join((out + err).split())
+    assert code == 0
+    for what in ("no num_key_value_heads", "no intermediate_size; taken as 4 x hidden_size (16384)",
+                 "quant_method 'bogus'"):
+        assert what in text, what
+    code, out, err = run_cli("predict", "--model", str(HF / "llama-3.1-8b-instruct" / "config.json"), "--gpu", "h100",
+                             "--tp", "1")
+    assert code == 0 and "assumed: config.json" not in out + err

@@ -112,6 +112,7 @@ def fresh_scenario(model: str, gpu: str, tp: int, engine: str | None = None, *, 
     any other scenario. Named ``<model>-<gpu>-tp<N>-<engine>``; acceptance is the generic EAGLE-3 profile
     until the caller gives its own."""
     target, draft = get_model(model)
+    assumed = [v for k, v in target.sources.items() if k.startswith("assumed_")]  # a config.json's gaps
     g, ar = get_gpu(gpu)
     eng = get_engine(engine or "sglang")
     check_tp(tp, target.attention.num_heads, draft.num_heads)
@@ -134,6 +135,8 @@ def fresh_scenario(model: str, gpu: str, tp: int, engine: str | None = None, *, 
         "provenance": {"built_from": "presets", "model": model, "gpu": gpu, "tp": tp, "engine": eng.name,
                        **({"dtype": dtype} if dtype else {})},
     }
+    if assumed:
+        data["notes"] = [f"{target.name}: {a}" for a in assumed]
     set_moe_prior(data["engine"], eng, t)
     set_moe_config(data)
     return scenario_from_dict(data, "scenario")
@@ -239,7 +242,7 @@ def build_scenario(
                                 "num_draft_tokens": sc.speculation.num_draft_tokens}
             new = scenario_from_dict(d, "scenario")
         data = new.model_dump()
-        notes: list[str] = []
+        notes: list[str] = list(new.notes)  # what the fresh build assumed (a config.json's gaps)
         fresh_acceptance = model is not None
         gpu = tp = batch = ctx = dtype = None  # applied by fresh_scenario
     else:

@@ -236,6 +236,16 @@ def _load(path: Path) -> tuple[TargetModel, DraftModel]:
     name = raw.get("_name_or_path")
     name = str(name) if isinstance(name, str) and name.strip() else path.parent.name or path.stem
     src = {"architecture": f"Hugging Face config.json at {path}"}
+    for key, what in (("num_key_value_heads", f"num_attention_heads ({heads}: no grouped KV heads)"),
+                      ("intermediate_size", f"4 x hidden_size ({4 * h})")):
+        if raw.get(key) is None and not (key == "intermediate_size" and mt in ("deepseek_v3", "kimi_k2")):
+            src[f"assumed_{key}"] = f"assumed: config.json gives no {key}; taken as {what}"
+    q = raw.get("quantization_config")
+    if q is not None and _dtypes(raw, moe is not None) == WeightDtypes():
+        method = q.get("quant_method") if isinstance(q, dict) else q
+        src["assumed_dtypes"] = (f"assumed: config.json's quantization_config (quant_method {str(method)[:40]!r}) is not "
+                                 "one specsim reads (fp8; 4- or 8-bit compressed-tensors / awq / gptq / marlin): "
+                                 "weights modeled as bf16")
     archs = raw.get("architectures")
     arch = archs[0] if isinstance(archs, list) and archs and isinstance(archs[0], str) else None
     arch = arch[:200] if arch else None  # a name only: it picks the engine's per-architecture kernels

@@ -582,12 +582,11 @@ def sweep(
         allreduce_scale=_float_list(allreduce_scale, "allreduce-scale"),
     )
     if csv is not None:
-        if str(csv) == "-":
-            typer.echo(res.to_csv(), nl=False)
-            return
         from .io.files import write_atomic
 
-        write_atomic(csv, res.to_csv())
+        write_atomic(csv, res.iter_csv())  # in pieces: a 9M-row CSV is never held whole
+        if str(csv) == "-":
+            return
         typer.echo(f"wrote {res.n:,} rows to {csv}", err=True)
     if as_json or fmt == Fmt.json:
         _emit(res.to_dict(top))

@@ -467,6 +467,7 @@ def test_sweep_csv_is_columns_to_csv(kw, monkeypatch):
     want = columns_to_csv(list(sw.COLUMNS), cols, {sw.COLUMNS.index("gpu"): res.gpu_names})
     assert res.to_csv() == want
     assert want.count("\n") == res.n + 1
+    assert b"".join(res.iter_csv()).decode("ascii") == want  # the pieces a --csv file is written in
 
 
 # ------------------------------------------------------------------ session-5 fuzzing (helper battery)

@@ -88,13 +88,21 @@ class SweepResult:
         return {"kind": "modeled", "scenario": self.scenario, "points": self.n, "best": dict(self.best),
                 "ranked": self.ranked(top), "notes": self.notes}
 
+    def _csv_columns(self) -> list[tuple[str, np.ndarray]]:
+        ints = ("steps", "topk", "draft_tokens", "tp", "batch", "ctx", "fits_memory")
+        return [("label" if c == "gpu" else "int" if c in ints else "float", self.columns[c]) for c in COLUMNS]
+
     def to_csv(self) -> str:
         """Every configuration as CSV (vectorised: :func:`specsim.io.csvfmt.columns_to_csv`)."""
         from ..io import csvfmt
 
-        ints = ("steps", "topk", "draft_tokens", "tp", "batch", "ctx", "fits_memory")
-        cols = [("label" if c == "gpu" else "int" if c in ints else "float", self.columns[c]) for c in COLUMNS]
-        return csvfmt.columns_to_csv(list(COLUMNS), cols, {COLUMNS.index("gpu"): self.gpu_names})
+        return csvfmt.columns_to_csv(list(COLUMNS), self._csv_columns(), {COLUMNS.index("gpu"): self.gpu_names})
+
+    def iter_csv(self):
+        """The same CSV as :meth:`to_csv`, as byte pieces (its chunks of rows), for writing without holding it."""
+        from ..io import csvfmt
+
+        return csvfmt.iter_csv(list(COLUMNS), self._csv_columns(), {COLUMNS.index("gpu"): self.gpu_names})
 
     def __repr__(self) -> str:
         from ..output.render import table_text

@@ -151,14 +151,20 @@ def _signals_cleanup(tmp: str):
                 signal.signal(sig, h)  # type: ignore[arg-type]
 
 
-def write_atomic(path: str | os.PathLike, data: str | bytes) -> None:
-    """Write ``data`` to ``path`` atomically (see the module docstring); ``-`` is stdout."""
+def write_atomic(path: str | os.PathLike, data) -> None:
+    """Write ``data`` to ``path`` atomically (see the module docstring); ``-`` is stdout.
+
+    ``data``: text, bytes, or an iterable of byte pieces written one after another (a large CSV is never
+    held whole in memory)."""
     name = os.fspath(path)
+    pieces = [data] if isinstance(data, (str, bytes, bytearray)) else data
     if name == "-":
-        if isinstance(data, bytes):
-            sys.stdout.buffer.write(data)
-        else:
-            sys.stdout.write(data)
+        for part in pieces:
+            if isinstance(part, str):
+                sys.stdout.write(part)
+            else:
+                sys.stdout.flush()
+                sys.stdout.buffer.write(part)
         sys.stdout.flush()
         return
     target = resolve_output(name)
@@ -181,7 +187,8 @@ def write_atomic(path: str | os.PathLike, data: str | bytes) -> None:
         with _signals_cleanup(tmp):
             try:
                 with os.fdopen(fd, "wb") as fh:
-                    fh.write(data if isinstance(data, bytes) else data.encode("utf-8"))
+                    for part in pieces:
+                        fh.write(part.encode("utf-8") if isinstance(part, str) else part)
                     fh.flush()
                     os.fsync(fh.fileno())
                 os.chmod(tmp, mode)

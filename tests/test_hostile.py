@@ -839,7 +839,7 @@ def test_a_sweep_ranks_configurations_that_do_not_fit_in_memory_last_and_says_so
     # the same rule as predict's warning, row by row
     for r in res.ranked(res.n):
         sc = build_scenario(None, batch=r["batch"], ctx=r["ctx"])
-        warned = any("does not fit" in w or "leaves room" in w for w in __import__(
+        warned = any("this workload does not fit" in w or "leaves room" in w for w in __import__(
             "specsim.analysis.predict", fromlist=["scenario_warnings"]).scenario_warnings(sc))
         assert warned == (not r["fits_memory"]), (r, kv_bytes_per_rank(sc))
     d = run_json("sweep", "--batch", "1,64", "--ctx", "100000000")
@@ -889,3 +889,64 @@ def test_a_config_json_with_gaps_says_what_it_assumed(run_cli, tmp_path):
     code, out, err = run_cli("predict", "--model", str(HF / "llama-3.1-8b-instruct" / "config.json"), "--gpu", "h100",
                              "--tp", "1")
     assert code == 0 and "assumed: config.json" not in out + err
+
+
+@pytest.mark.parametrize("patch", [
+    lambda d: d["provenance"].update(assumptions=["\x1b[31mRED \u202eevil"]),
+    lambda d: d["provenance"].update(measured={"tok_s \x1b[2J": "x"}),
+    lambda d: d["engine"].update(model_kernels={"X\x1b[2JEvil": {}}),
+])
+def test_control_characters_nested_in_free_form_blocks_and_keys_are_refused(run_cli, tmp_path, patch):
+    """The first check looked one level deep: nested provenance text and model_kernels keys reached the terminal."""
+    d = json.loads((ROOT / "calibration" / "scenarios" / "kimi-k2.5-seed.json").read_text())
+    patch(d)
+    f = tmp_path / "s.json"
+    f.write_text(json.dumps(d))
+    code, out, err = run_cli("scenario", "show", str(f))
+    assert code == 2 and "control characters" in err and "\x1b" not in out + err and "\u202e" not in out + err
+
+
+def test_the_baseline_that_does_not_fit_is_flagged_even_when_the_capped_speculative_run_fits(run_json):
+    """At batch 256 SGLang runs 48 requests with speculation but all 256 without: a 137 GB KV cache on 80 GB."""
+    d = run_json("predict", "--model", "llama-3.1-8b", "--gpu", "h100", "--tp", "1", "--batch", "256", "--ctx", "4096")
+    assert any("baseline (no speculation) runs 256 requests" in w for w in d["warnings"])
+    d = run_json("predict", "--model", "llama-3.1-8b", "--gpu", "h100", "--tp", "1", "--batch", "32", "--ctx", "4096")
+    assert not any("does not fit" in w for w in d["warnings"])
+
+
+def test_whatif_quant_names_the_dtype_it_models(run_json):
+    d = run_json("whatif", "quant", "--model", "llama-3.1-70b", "--gpu", "h100", "--tp", "4", "--dtype", "fp8")
+    assert d["before"]["model"].endswith("(bf16)") and d["after"]["model"].endswith("(fp8)")
+    d = run_json("predict", "--model", "kimi-k2", "--gpu", "h200", "--tp", "8", "--dtype", "bf16")
+    assert d["model"].endswith("(bf16)") and d["model"].count("(") == 1, d["model"]
+
+
+@pytest.mark.parametrize("measured,scenario_gpu,preset,same", [
+    ("NVIDIA H200", "H200 SXM 141GB", "h200", True), ("NVIDIA GeForce RTX 3090", "GeForce RTX 3090 24GB", "rtx3090", True),
+    ("NVIDIA H100 80GB HBM3", "H100 SXM5 80GB", "h100", True), ("NVIDIA H100 PCIe", "H100 SXM5 80GB", "h100", False),
+    ("NVIDIA H200", "H20 96GB", "h20", False), ("NVIDIA H20", "H20 96GB", "h20", True),
+    ("NVIDIA A100-SXM4-80GB", "H100 SXM5 80GB", "h100", False), ("Some New GPU", "Custom", None, True),
+])
+def test_the_profile_gpu_check_reads_torch_device_names(measured, scenario_gpu, preset, same):
+    from specsim.analysis.profile_fit import _same_gpu
+
+    assert _same_gpu(measured, scenario_gpu, preset) is same
+
+
+def test_a_csv_to_a_reader_that_stops_early_exits_quietly(tmp_path):
+    """`sweep --csv - | head -1` exited 1 (broken pipe) once the CSV was written in pieces."""
+    r = subprocess.run(f"{sys.executable} -m specsim sweep --steps 1-10 --batch 1-400 --ctx 1000-1100 --csv - | head -1",
+                       shell=True, capture_output=True, text=True, executable="/bin/bash",
+                       env={**os.environ, "SHELLOPTS": "pipefail"}, timeout=120)
+    assert r.returncode == 0 and r.stdout.startswith("steps,topk") and "Traceback" not in r.stderr, r.stderr
+
+
+def test_training_samples_below_one_are_refused_in_data_and_scenarios(run_cli, tmp_path):
+    code, _, err = run_cli("whatif", "training", "--data", "0.5=2.0", "--target-samples", "1M")
+    assert code == 2 and ">= 1" in err
+    d = json.loads((ROOT / "calibration" / "scenarios" / "kimi-k2.5-seed.json").read_text())
+    d["draft"]["training_samples"] = 0.5
+    f = tmp_path / "s.json"
+    f.write_text(json.dumps(d))
+    code, _, err = run_cli("predict", "-s", str(f))
+    assert code == 2 and "training_samples" in err

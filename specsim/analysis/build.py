@@ -47,7 +47,12 @@ def gpu_preset_key(name: str) -> str | None:
     return preset_key("gpus", name)
 
 
-_DTYPE_TAG_RE = re.compile(r"\s*\((?:bf16|fp16|fp8|int4|int8|w4a16)[^()]*\)\s*$", re.IGNORECASE)
+_DTYPE_TAG_RE = re.compile(r"\s*\([^()]*\b(?:bf16|fp16|fp8|fp4|int4|int8|w4a16|w8a8)\b[^()]*\)\s*$", re.IGNORECASE)
+
+
+def dtype_tagged_name(name: str, tag: str) -> str:
+    """``name`` with its trailing dtype tag, e.g. "(bf16)" or "(block FP8)", replaced by "(tag)"."""
+    return f"{_DTYPE_TAG_RE.sub('', name)} ({tag})"
 
 
 def apply_dtype(target: dict, dtype: str) -> None:
@@ -64,8 +69,7 @@ def apply_dtype(target: dict, dtype: str) -> None:
             dt[k] = dtype
         tag = dtype
     if isinstance(target.get("name"), str):  # the title says the dtype that is modeled: "Llama-3.1-8B (int4)"
-        base = _DTYPE_TAG_RE.sub("", target["name"])
-        target["name"] = f"{base} ({tag})"
+        target["name"] = dtype_tagged_name(target["name"], tag)
 
 
 def set_moe_prior(engine: dict, preset, target: dict) -> None:

@@ -588,14 +588,17 @@ def validate(path: str, fit_tokens: list[int] | None = None) -> Validation:
     sc = dataset_scenario(d)
     b0, c0 = sc.workload.batch, sc.workload.ctx
 
+    def at_fit_setup(pt: Point) -> bool:  # the dataset's own batch and context, where a user calibrates
+        return (pt.batch or b0) == b0 and (pt.ctx if pt.ctx is not None else c0) == c0
+
     def in_fit(pt: Point) -> bool:
-        return pt.tokens in fit_tokens and (pt.batch or b0) == b0 and (pt.ctx if pt.ctx is not None else c0) == c0
+        return pt.tokens in fit_tokens and at_fit_setup(pt)
 
     chosen = [pt for pt in pts if in_fit(pt)]
     missing = sorted(set(fit_tokens) - {pt.tokens for pt in chosen})
     if chosen and missing:  # a count asked for but not in the data would silently fit on fewer points
         raise SpecsimError("fit", missing[0], f"no dataset point at batch {b0}, ctx {c0} has {missing[0]} tokens; "
-                                              f"available: {sorted({pt.tokens for pt in pts if (pt.batch or b0) == b0})[:20]}")
+                                              f"available: {sorted({pt.tokens for pt in pts if at_fit_setup(pt)})[:20]}")
     if not chosen:
         raise SpecsimError("fit", fit_tokens, f"no dataset point at batch {b0}, ctx {c0} has these token counts; "
                                               f"available: {sorted({pt.tokens for pt in pts})}")

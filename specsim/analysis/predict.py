@@ -119,9 +119,8 @@ def kv_bytes_per_rank(sc: Scenario, tokens_per_request=None, *, tp=None, batch=N
     else:
         per_layer = 2 * np.maximum(a.num_kv_heads / tp, 1.0) * a.head_dim * by
     w = tokens_per_request if tokens_per_request is not None else (sc.speculation.num_draft_tokens or 1)
-    if batch is None:  # the requests running at once: queued ones hold no KV cache
-        cap = sc.engine.running_cap(True)
-        batch = sc.workload.batch if cap is None else min(sc.workload.batch, cap)
+    if batch is None:  # the requests running at once (speculation on): queued ones hold no KV cache
+        batch = sc.engine.running_at_once(sc.workload.batch, True)
     b = batch
     c = sc.workload.ctx if ctx is None else ctx
     kv = b * (c + w) * per_layer * t.num_layers
@@ -145,10 +144,16 @@ def scenario_warnings(sc: Scenario, p: dict | None = None) -> list[str]:
         out.append(f"target weights need {weights / 1e9:.0f} GB per rank at TP{sc.parallel.tp}, more than the "
                    f"{mem / 1e9:.0f} GB of a {sc.gpu.name} leaves room for (KV cache, graphs)")
     elif weights + kv > USABLE_MEMORY_FRACTION * mem:
-        cap = sc.engine.running_cap(True)
-        run = sc.workload.batch if cap is None else min(sc.workload.batch, cap)
+        run = sc.engine.running_at_once(sc.workload.batch, True)
         out.append(f"weights ({weights / 1e9:.0f} GB) + KV cache for {run} running requests x ctx {sc.workload.ctx} "
                    f"({kv / 1e9:.0f} GB) exceed the {mem / 1e9:.0f} GB per GPU: this workload does not fit")
+    else:
+        run_base = sc.engine.running_at_once(sc.workload.batch, False)
+        kv_base = kv_bytes_per_rank(sc, 1, batch=run_base)
+        if not fits_memory(weights, kv_base, mem):
+            out.append(f"the baseline (no speculation) runs {run_base} requests at once: their KV cache x ctx "
+                       f"{sc.workload.ctx} ({kv_base / 1e9:.0f} GB) with the weights exceeds the {mem / 1e9:.0f} GB per "
+                       "GPU, so baseline tok/s and the speedup are against a baseline that does not fit")
     if sc.parallel.tp > GPUS_PER_NODE:
         out.append(f"TP{sc.parallel.tp} spans more than one 8-GPU node: all-reduce latency is extrapolated "
                    "from intra-node measurements and is likely optimistic")

@@ -227,11 +227,28 @@ def collective_fits(profile: dict, tp: int) -> dict[str, tuple[float, float]]:
     return out
 
 
+def _same_gpu(measured_on: str, scenario_gpu: str, preset: str | None) -> bool:
+    """Whether torch's device name (``NVIDIA H200``, ``NVIDIA GeForce RTX 3090``, ``NVIDIA H100 PCIe``) is the
+    scenario's GPU: its preset key in the name (``h20`` not inside ``h200``), and no form factor (PCIe, NVL, SXM)
+    that the scenario's GPU name lacks. Unknown GPUs (no preset) are not judged."""
+    import re
+
+    def words(x: str) -> list[str]:
+        return re.findall(r"[a-z0-9]+", x.lower())
+
+    got, want = words(measured_on), words(scenario_gpu)
+    if preset is None:
+        return True
+    joined = set(got) | {a + b for a, b in zip(got, got[1:])}  # "rtx 3090" -> "rtx3090"
+    if re.sub(r"[^a-z0-9]", "", preset.lower()) not in joined:
+        return False
+    return not any(ff in w and not any(ff in v for v in want) for w in got for ff in ("pcie", "nvl", "sxm"))
+
+
 def apply_profile(sc, path: str):
     """A copy of the scenario whose GPU (and the engine's launch costs) take a measured profile's fits.
 
     ``path``: a profile file, or the name of a shipped one (``h200`` = models/profiles/h200.json)."""
-    import re
     from pathlib import Path
 
     from ..io.presets import data_root, preset_key, scenario_from_dict
@@ -272,8 +289,7 @@ def apply_profile(sc, path: str):
         data["engine"][key] = v
         data["engine"].setdefault("sources", {})[key] = src
     measured_on = str((prof.get("provenance") or {}).get("gpu_name") or "")
-    key = preset_key("gpus", sc.gpu.name)
-    if measured_on and key and not re.search(rf"\b{re.escape(key)}\b", measured_on.lower()):
+    if measured_on and not _same_gpu(measured_on, sc.gpu.name, preset_key("gpus", sc.gpu.name)):
         data.setdefault("notes", []).append(
             f"the profile {path} was measured on {measured_on[:80]}, not on this scenario's {sc.gpu.name}: its fits "
             "describe that GPU (give --gpu to match it, or measure this one with `specsim measure`)")

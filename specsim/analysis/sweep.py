@@ -339,8 +339,8 @@ def sweep(
     fits = columns["fits_memory"]
     if not fits.all():
         n_out = int(fits.size - fits.sum())
-        res.notes.append(f"{n_out:,} of {fits.size:,} configurations do not fit in GPU memory (weights + KV cache of "
-                         "batch x (ctx + draft tokens) per rank over 95 % of HBM): "
+        res.notes.append(f"{n_out:,} of {fits.size:,} configurations do not fit in GPU memory (weights + KV cache of the running requests "
+                         "x (ctx + draft tokens) per rank over 95 % of HBM): "
                          + ("ranked after those that do (fits_memory false)" if fits.any() else "none fits"))
     res.notes.extend(sc.notes)
     return res

@@ -99,8 +99,8 @@ def parse_data_points(items: list[str]) -> list[tuple[float, float, int]]:
 
 
 def _check_point(samples: float, tau: float, steps: int, raw: object) -> None:
-    if not (math.isfinite(samples) and samples > 0):
-        raise SpecsimError("data", raw, "training samples must be a number > 0")
+    if not (math.isfinite(samples) and samples >= 1):
+        raise SpecsimError("data", raw, "training samples must be a number >= 1")
     lo, hi = field_range(Speculation, "steps")
     if not lo <= steps <= hi:
         raise SpecsimError("data", raw, f"steps must be an integer in [{lo}, {hi}]")

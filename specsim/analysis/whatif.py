@@ -178,7 +178,15 @@ def whatif_quant(scenario=None, *, dtype: str, target: str | None = None, **over
         have = [k for k in QUANT_TARGETS if not absent.get(k)]
         raise SpecsimError("target", target, f"{t.name} has no {target.replace('_', ' ')}; allowed here: {', '.join(have)}")
     keys = ["routed_experts", "shared_experts", "attention", "dense_mlp"] if target == "all" else [target]
-    after = _edit(before, lambda d: d["target"]["dtypes"].update({k: dtype for k in keys}))
+    from .build import dtype_tagged_name
+
+    tag = dtype if target == "all" else f"{dtype} {target.replace('_', ' ')}"
+
+    def quantise(d: dict) -> None:
+        d["target"]["dtypes"].update({k: dtype for k in keys})
+        d["target"]["name"] = dtype_tagged_name(d["target"]["name"], tag)
+
+    after = _edit(before, quantise)
     return compare(before, after, "quant", f"{target} weights -> {dtype}")
 
 

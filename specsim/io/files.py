@@ -159,13 +159,19 @@ def write_atomic(path: str | os.PathLike, data) -> None:
     name = os.fspath(path)
     pieces = [data] if isinstance(data, (str, bytes, bytearray)) else data
     if name == "-":
-        for part in pieces:
-            if isinstance(part, str):
-                sys.stdout.write(part)
-            else:
-                sys.stdout.flush()
-                sys.stdout.buffer.write(part)
-        sys.stdout.flush()
+        try:
+            for part in pieces:
+                if isinstance(part, str):
+                    sys.stdout.write(part)
+                else:
+                    sys.stdout.flush()
+                    sys.stdout.buffer.write(part)
+            sys.stdout.flush()
+        except BrokenPipeError:  # the reader stopped early (`| head`): what it wanted was written; exit quietly
+            with contextlib.suppress(OSError, ValueError):
+                devnull = os.open(os.devnull, os.O_WRONLY)
+                os.dup2(devnull, sys.stdout.fileno())
+                os.close(devnull)
         return
     target = resolve_output(name)
     _remove_stale(target)

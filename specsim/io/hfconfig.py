@@ -238,10 +238,10 @@ def _load(path: Path) -> tuple[TargetModel, DraftModel]:
     src = {"architecture": f"Hugging Face config.json at {path}"}
     for key, what in (("num_key_value_heads", f"num_attention_heads ({heads}: no grouped KV heads)"),
                       ("intermediate_size", f"4 x hidden_size ({4 * h})")):
-        if raw.get(key) is None and not (key == "intermediate_size" and mt in ("deepseek_v3", "kimi_k2")):
+        if raw.get(key) is None and not (key == "num_key_value_heads" and mt in ("deepseek_v3", "kimi_k2")):  # MLA
             src[f"assumed_{key}"] = f"assumed: config.json gives no {key}; taken as {what}"
     q = raw.get("quantization_config")
-    if q is not None and _dtypes(raw, moe is not None) == WeightDtypes():
+    if q and _dtypes(raw, moe is not None) == WeightDtypes():  # an empty quantization_config says nothing
         method = q.get("quant_method") if isinstance(q, dict) else q
         src["assumed_dtypes"] = (f"assumed: config.json's quantization_config (quant_method {str(method)[:40]!r}) is not "
                                  "one specsim reads (fp8; 4- or 8-bit compressed-tensors / awq / gptq / marlin): "

@@ -611,6 +611,8 @@ def _section_notes(d: ReportData) -> dict[str, str]:
         notes[SECTIONS[4][1]] += f" ({d.whatif_error})"
     elif callable(getattr(d.whatif, "source_lines", None)):
         notes[SECTIONS[4][1]] += " " + "; ".join(d.whatif.source_lines()) + "."
+        for w in getattr(d.whatif, "warnings", None) or []:
+            notes[SECTIONS[4][1]] += f" Warning: {w}."
     if not d.elasticities:
         notes[SECTIONS[5][1]] += f" ({d.elasticities_error or 'not available: no elasticities'})"
     return notes

@@ -77,15 +77,24 @@ def _holds_model(tp) -> bool:
     return any(_holds_model(a) for a in typing.get_args(tp))
 
 
-def _refuse_control_characters(v: object) -> None:
-    """Refuse text (or the text keys and values of one dict or list level) holding a control character."""
-    items = [v] if isinstance(v, str) else (list(v) + list(v.values())) if isinstance(v, dict) else v
-    for x in items:
+def _refuse_control_characters(v: object, keys_only: bool = False) -> None:
+    """Refuse text holding a control character, in ``v`` and every text key and value nested in it (free-form
+    blocks such as provenance); ``keys_only``: a mapping of models, whose values check themselves."""
+    stack, budget = [v], 1_000_000  # the JSON reader bounds depth and size; this bounds the walk too
+    while stack and budget > 0:
+        x = stack.pop()
+        budget -= 1
         if isinstance(x, str):
             m = _CONTROL_RE.search(x)
             if m:
                 raise ValueError(f"allowed: text without control characters (found U+{ord(m.group()):04X} at "
                                  f"position {m.start()})")
+        elif isinstance(x, dict):
+            stack.extend(x)
+            if not (keys_only and x is v):
+                stack.extend(x.values())
+        elif isinstance(x, (list, tuple)) and not (keys_only and x is v):
+            stack.extend(x)
 
 
 class _Model(BaseModel):
@@ -114,8 +123,8 @@ class _Model(BaseModel):
                 _refuse_control_characters(v)
             elif tv is dict or tv is list:
                 f = cls.model_fields.get(info.field_name or "")
-                if f is not None and not _holds_model(f.annotation):  # a model checks its own fields
-                    _refuse_control_characters(v)
+                if f is not None:  # a model checks its own fields: of a mapping of models, only the keys here
+                    _refuse_control_characters(v, keys_only=_holds_model(f.annotation))
             return v
         if _bad_scalar(v):
             raise ValueError(f"allowed: a number, not {'true/false' if isinstance(v, bool) else 'a string'}")
@@ -378,7 +387,7 @@ class DraftModel(_Model):
     dtype: Dtype = "bf16"
     kernels_per_layer: int = Field(0, ge=0, le=1_000_000)
     training_samples: float | None = Field(
-        None, gt=0, description="training samples (conversations) the head was trained on; None = not known"
+        None, ge=1, description="training samples (conversations) the head was trained on; None = not known"
     )
     training_data: str = Field("", description="what the head was trained on (datasets, regenerated or not)")
     sources: dict[str, str] = Field(default_factory=dict)
@@ -648,7 +657,7 @@ def _short(x: object, n: int = 60) -> str:
 
 
 def _finite_number(x: object) -> bool:
-    return type(x) in (int, float) and math.isfinite(x)
+    return (type(x) is int and abs(x) < 1e300) or (type(x) is float and math.isfinite(x))
 
 
 def _check_object(where: str, x: object, allowed: str) -> None:

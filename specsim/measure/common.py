@@ -68,6 +68,23 @@ def _clean(obj):
     return obj
 
 
+def dataset_provenance(what: str, prov: dict, gname: str, engine: str, timing_method: str, torch_version: str,
+                       measured: bool) -> dict:
+    """The provenance block of a measured dataset (``specsim measure forward`` / ``draft``): what ran, on which
+    GPU, driver, CUDA and torch, how it was timed, the command and date."""
+    return {
+        "source": f"specsim measure {what} on the device machine, {prov['date_utc'][:10]}",
+        "engine": engine,
+        "gpu": f"{gname}, {prov.get('sm_count')} SMs, driver {prov.get('driver')}, CUDA {prov.get('cuda_runtime')}",
+        "timing_method": timing_method,
+        "command": prov["command"],
+        "torch": torch_version,
+        "date_utc": prov["date_utc"],
+        "measured": measured,
+        "hardware": prov,
+    }
+
+
 def atomic_write_json(path: str, obj) -> None:
     """Write JSON to a temporary file in the same folder, fsync, then os.replace onto ``path``."""
     path = os.path.abspath(path)

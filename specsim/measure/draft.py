@@ -30,7 +30,7 @@ from __future__ import annotations
 import time
 
 from .bench import gpu_state, start_model_measure
-from .common import Deadline, atomic_write_json
+from .common import Deadline, atomic_write_json, dataset_provenance
 from .forward import _ms_stats, _sdpa_choice, _time_eager, _time_graph, gpu_slug
 
 HEADS = {
@@ -247,9 +247,9 @@ def measure_draft(
             "(argmax + tree-verify-like gather; argmax alone too), draft-extend over B x (steps + 1) tokens with "
             "the fc; measured with `specsim measure draft` (CUDA-graph replay; random weights)."
         ),
-        "provenance": {
-            "source": f"specsim measure draft on the device machine, {prov['date_utc'][:10]}",
-            "engine": (
+        "provenance": dataset_provenance(
+            "draft", prov, gname,
+            (
                 "engine-like torch EAGLE-3 head (SGLang LlamaForCausalLMEagle3 shapes), random bf16 weights: "
                 "RMSNorm of embedding and hidden, concat to 2 x hidden, fused qkv, RoPE, KV-cache write, "
                 f"SDPA ({sdpa_name} backend) with GQA heads packed over each request's contiguous draft KV cache, "
@@ -259,18 +259,13 @@ def measure_draft(
                 "of tokens and 3 x hidden target states; draft-extend: fc over 3 x hidden first, last row per "
                 f"request selected; torch {torch.__version__}"
             ),
-            "gpu": f"{gname}, {prov.get('sm_count')} SMs, driver {prov.get('driver')}, CUDA {prov.get('cuda_runtime')}",
-            "timing_method": (
+            (
                 f"CUDA graph replay of one phase, CUDA events, median (p10/p90) of {repeats} replays after 2 eager "
                 f"warm-ups and 2 warm replays, the L2 flushed by a {FLUSH_BYTES >> 20} MiB write before each replay "
                 "(outside the events); eager_points: the same phase launched eagerly from an idle GPU and host"
             ),
-            "command": prov["command"],
-            "torch": torch.__version__,
-            "date_utc": prov["date_utc"],
-            "measured": cuda and not quick,
-            "hardware": prov,
-        },
+            torch.__version__, cuda and not quick,
+        ),
         "model": model,
         "gpu": gpu_slug(gname) if cuda else "cpu",
         "tp": 1,

@@ -20,7 +20,7 @@ import time
 
 from . import MeasureError
 from .bench import gpu_state, start_model_measure
-from .common import Deadline, atomic_write_json, stats
+from .common import Deadline, atomic_write_json, dataset_provenance, stats
 
 CONFIGS = {
     "llama-3.1-8b": dict(
@@ -349,18 +349,11 @@ def measure_forward(
             f"(tokens: 1 = decode, k > 1 = verify of k draft tokens) and context, measured with "
             f"`specsim measure forward` (CUDA-graph replay; random weights)."
         ),
-        "provenance": {
-            "source": f"specsim measure forward on the device machine, {prov['date_utc'][:10]}",
-            "engine": engine_desc,
-            "gpu": f"{gname}, {prov.get('sm_count')} SMs, driver {prov.get('driver')}, CUDA {prov.get('cuda_runtime')}",
-            "timing_method": f"CUDA graph replay of one forward, CUDA events, median (p10/p90) of {repeats} replays "
-            "after 2 eager warm-ups and 2 warm replays",
-            "command": prov["command"],
-            "torch": torch.__version__,
-            "date_utc": prov["date_utc"],
-            "measured": cuda and not quick,
-            "hardware": prov,
-        },
+        "provenance": dataset_provenance(
+            "forward", prov, gname, engine_desc,
+            f"CUDA graph replay of one forward, CUDA events, median (p10/p90) of {repeats} replays after 2 eager "
+            "warm-ups and 2 warm replays", torch.__version__, cuda and not quick,
+        ),
         "model": model,
         "gpu": gpu_slug(gname) if cuda else "cpu",
         "tp": 1,

@@ -120,7 +120,9 @@ def whatif_allreduce(scenario=None, *, scale: float | None = None, impl: str | N
     """All-reduce latency lever: a scale on alpha, another implementation, or a given alpha (µs)."""
     given = [x is not None for x in (scale, impl, alpha_us)]
     if sum(given) != 1:
-        raise SpecsimError("allreduce", None, "give exactly one of --scale, --impl, --alpha-us")
+        named = [f for f, g in zip(("--scale", "--impl", "--alpha-us"), given) if g]
+        raise SpecsimError("allreduce", " ".join(named) or "none of them",
+                           "give exactly one of --scale, --impl, --alpha-us")
     before = build_scenario(scenario, **overrides)
     tp = before.parallel.tp
     if scale is not None:

@@ -123,7 +123,7 @@ def parse_float_ranges(text: str, field: str, *, max_values: int = MAX_LIST_VALU
                 raise SpecsimError(field, part, "need START:STOP:STEP with STOP >= START and STEP > 0")
             span = (b - a) / step
             if not math.isfinite(span) or span + 1 > max_values:
-                n = "too many" if not math.isfinite(span) else f"{int(span) + 1:,}"
+                n = "too many" if not math.isfinite(span) or span > 1e15 else f"{int(span) + 1:,}"
                 raise SpecsimError(field, part, f"{n} values; allowed at most {max_values:,} per flag")
             n = int(math.floor(span + 1e-9)) + 1
             if n > 1 and a + (n - 1) * step == a:

@@ -950,3 +950,10 @@ def test_training_samples_below_one_are_refused_in_data_and_scenarios(run_cli, t
     f.write_text(json.dumps(d))
     code, _, err = run_cli("predict", "-s", str(f))
     assert code == 2 and "training_samples" in err
+
+
+@pytest.mark.parametrize("args,field", [(("--gpu", "h100,h100"), "gpu"), (("--batch", "1,2,1"), "batch"),
+                                        (("--accept", "2.0,2.0"), "accept"), (("--steps", "1-3,2"), "steps")])
+def test_a_sweep_value_given_twice_is_refused(run_cli, args, field):
+    """`sweep --gpu h100,h100,h100` gave three identical rows for each configuration."""
+    _one_line_exit_2(run_cli, "sweep", *args, field=field)

@@ -145,6 +145,10 @@ def _check_list(name: str, values, lo=None, hi=None, integer=False):
             raise SpecsimError(name, v, f"values must be >= {lo}")
         if hi is not None and v > hi:
             raise SpecsimError(name, v, f"values must be <= {hi}")
+    if len(set(vals)) < len(vals):  # a value twice would sweep the same rows twice and rank them twice
+        seen: set = set()
+        twice = next(v for v in vals if v in seen or seen.add(v))
+        raise SpecsimError(name, twice, "is given twice; give each value once")
     return vals
 
 
@@ -186,6 +190,8 @@ def sweep(
         raise SpecsimError("accept", accept, "sweep either accept lengths or acceptance profiles, not both")
     if gpu is not None and not gpu:
         raise SpecsimError("gpu", gpu, "the list is empty")
+    if gpu is not None and len(set(gpu)) < len(gpu):
+        raise SpecsimError("gpu", ",".join(gpu), "a GPU is given twice; give each once")
 
     sc = build_scenario(scenario)
     s0 = sc.speculation

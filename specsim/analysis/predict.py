@@ -121,9 +121,8 @@ def kv_bytes_per_rank(sc: Scenario, tokens_per_request=None, *, tp=None, batch=N
     w = tokens_per_request if tokens_per_request is not None else (sc.speculation.num_draft_tokens or 1)
     if batch is None:  # the requests running at once (speculation on): queued ones hold no KV cache
         batch = sc.engine.running_at_once(sc.workload.batch, True)
-    b = batch
     c = sc.workload.ctx if ctx is None else ctx
-    kv = b * (c + w) * per_layer * t.num_layers
+    kv = batch * (c + w) * per_layer * t.num_layers
     return kv if np.ndim(kv) else float(kv)
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import itertools
 import sys
+from collections import Counter
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -16,7 +17,7 @@ import numpy as np
 from ..errors import SpecsimError
 from ..physics import acceptance as acc
 from ..physics.acceptance import rates_for
-from ..physics.cycle import throughput
+from ..physics.cycle import running, throughput
 from ..physics.params import allreduce_path_params, gpu_params, scenario_params
 from ..physics.schema import draft_tokens_for
 from .build import build_scenario, check_tp
@@ -27,6 +28,7 @@ MAX_SWEEP_COMBOS = 2_000  # (steps, topk, draft_tokens) combinations: each one e
 AXES = ("accept", "tp", "batch", "ctx", "gpu", "allreduce_scale")
 COLUMNS = ("steps", "topk", "draft_tokens", "accept_length", "tp", "batch", "ctx", "gpu", "allreduce_scale",
            "tok_s", "baseline_tok_s", "speedup", "cycle_ms", "verify_ms", "fits_memory")
+_INT_COLUMNS = ("steps", "topk", "draft_tokens", "tp", "batch", "ctx")  # whole numbers in rows and CSV
 
 
 class BestRow(dict):
@@ -78,7 +80,7 @@ class SweepResult:
                 r[c] = self.gpu_names[int(v)]
             elif c == "fits_memory":
                 r[c] = bool(v)
-            elif c in ("steps", "topk", "draft_tokens", "tp", "batch", "ctx"):
+            elif c in _INT_COLUMNS:
                 r[c] = int(v)
             else:
                 r[c] = float(v)
@@ -89,7 +91,7 @@ class SweepResult:
                 "ranked": self.ranked(top), "notes": self.notes}
 
     def _csv_columns(self) -> list[tuple[str, np.ndarray]]:
-        ints = ("steps", "topk", "draft_tokens", "tp", "batch", "ctx", "fits_memory")
+        ints = (*_INT_COLUMNS, "fits_memory")  # the flag as 0 / 1
         return [("label" if c == "gpu" else "int" if c in ints else "float", self.columns[c]) for c in COLUMNS]
 
     def to_csv(self) -> str:
@@ -146,8 +148,7 @@ def _check_list(name: str, values, lo=None, hi=None, integer=False):
         if hi is not None and v > hi:
             raise SpecsimError(name, v, f"values must be <= {hi}")
     if len(set(vals)) < len(vals):  # a value twice would sweep the same rows twice and rank them twice
-        seen: set = set()
-        twice = next(v for v in vals if v in seen or seen.add(v))
+        twice = next(v for v, n in Counter(vals).items() if n > 1)
         raise SpecsimError(name, twice, "is given twice; give each value once")
     return vals
 
@@ -291,8 +292,7 @@ def sweep(
 
     mem = _axis([sc.gpu.memory_bytes], 4) if gpu is None else _axis([get_gpu(g)[0].memory_bytes for g in gpu], 4)
     weights = weight_bytes_per_rank(p)
-    cap_run = sc.engine.running_cap(True)  # queued requests hold no KV cache
-    running = p["batch"] if cap_run is None else np.minimum(p["batch"], cap_run)
+    running_batch = running(p, "spec_running_cap")["batch"]  # queued requests hold no KV cache
     for i, (s, k, d) in enumerate(combos):
         if k == 1:
             tau = 1.0 + np.cumprod(rates[:, :s], axis=1).sum(axis=1)
@@ -317,7 +317,7 @@ def sweep(
         np.divide(tok, base_tok, out=col["speedup"])
         col["cycle_ms"][...] = cyc
         col["verify_ms"][...] = phases["verify"]
-        kv = kv_bytes_per_rank(sc, d, tp=p["tp"], batch=running, ctx=p["ctx"])
+        kv = kv_bytes_per_rank(sc, d, tp=p["tp"], batch=running_batch, ctx=p["ctx"])
         col["fits_memory"][...] = fits_memory(weights, kv, mem)
         if show:
             done = (i + 1) / len(combos)

@@ -206,17 +206,15 @@ def _sweep_parts(res, top: int):
     best = _best_row(res)
     keys = [k for k in _SWEEP_HEAD if k not in _SWEEP_RESULTS]
     varying = [k for k in keys if len({str(r[k]) for r in ranked}) > 1 or k in ("steps",)]
-    fixed = {k: best[k] for k in keys if k not in varying and k != "accept_length"
+    def cell(c: str, v):
+        return ("yes" if v else "no") if c == "fits_memory" else v
+
+    fixed = {k: cell(k, best[k]) for k in keys if k not in varying and k != "accept_length"
              and not (k == "fits_memory" and best.get(k, True))}  # "fits" goes without saying
     cols = varying + [k for k in _SWEEP_RESULTS]
     if "accept_length" not in cols:
         cols.insert(len(varying), "accept_length")
-
-    def cell(r: dict, c: str):
-        return ("yes" if r[c] else "no") if c == "fits_memory" else r[c]
-
-    rows = [[cell(r, c) for c in cols] for r in ranked]
-    fixed = {k: ("yes" if v else "no") if k == "fits_memory" else v for k, v in fixed.items()}
+    rows = [[cell(c, r[c]) for c in cols] for r in ranked]
     return best, fixed, cols, rows
 
 

@@ -28,6 +28,7 @@ Dtype = Literal["fp32", "bf16", "fp16", "fp8", "int8", "int4", "fp4"]
 
 
 _NUMERIC_ONLY: dict[tuple[type, str], bool] = {}
+_HOLDS_MODEL: dict[tuple[type, str], bool] = {}  # (model, field): its annotation holds a pydantic model
 MAX_LIST = 4096  # items in any list of numbers (capture sizes, rates)
 
 
@@ -122,9 +123,12 @@ class _Model(BaseModel):
             if tv is str:
                 _refuse_control_characters(v)
             elif tv is dict or tv is list:
-                f = cls.model_fields.get(info.field_name or "")
-                if f is not None:  # a model checks its own fields: of a mapping of models, only the keys here
-                    _refuse_control_characters(v, keys_only=_holds_model(f.annotation))
+                holds = _HOLDS_MODEL.get(key)
+                if holds is None:
+                    f = cls.model_fields.get(info.field_name or "")
+                    holds = _HOLDS_MODEL[key] = bool(f is not None and _holds_model(f.annotation))
+                # a model checks its own fields: of a mapping of models, only the keys here
+                _refuse_control_characters(v, keys_only=holds)
             return v
         if _bad_scalar(v):
             raise ValueError(f"allowed: a number, not {'true/false' if isinstance(v, bool) else 'a string'}")

@@ -17,7 +17,7 @@
     array parameters: every numeric parameter (hardware, engine, model dimensions, workload,
     steps, accept length) differs per point; only the code-path switches (MLA or GQA, graph or
     eager, fused projections, overlap scheduler, tree or chain) stay the scenario's. Target
-    >= 1e6 configurations/s.
+    >= 1e6 configurations/s (best of 3 calls; the blocks of a call spread over the CPUs).
 (d) a grid sweep through :func:`specsim.analysis.sweep.sweep` (steps x accept x batch x ctx x
     all-reduce scale); target >= 1e7 configurations/s.
 """
@@ -161,11 +161,14 @@ def flat_random(n: int) -> float:
 
     p, tau = random_params(n)
     throughput(*random_params(1000, 1))  # warm
-    t0 = time.perf_counter()
-    th = throughput(p, tau)
-    dt = time.perf_counter() - t0
-    assert np.shape(th["speedup"]) == (n,) and np.isfinite(th["speedup"]).all()
-    return n / dt
+    best = float("inf")
+    for _ in range(3):  # best of 3, as (b) and (d): the machine's other load, and the first touch of the
+        t0 = time.perf_counter()  # results' fresh memory (page faults of a VM's new pages), only ever add time
+        th = throughput(p, tau)
+        best = min(best, time.perf_counter() - t0)
+        assert np.shape(th["speedup"]) == (n,) and np.isfinite(th["speedup"]).all()
+        del th
+    return n / best
 
 
 def grid_sweep(points: int) -> tuple[int, float]:

@@ -51,8 +51,9 @@ def gemm_compute_us(p: Params, m, n_cols, k_dim, flop_rate):
         return 2.0 * m_pad * n_cols * k_dim / (flop_rate * p["gemm_peak_efficiency"]) * 1e6
     # the same rows (and FLOP rate) serve most GEMMs of a forward: 2 x padded M and the rate once per block
     two_m_pad = memo("2m_pad", lambda: 2.0 * (np.ceil(np.maximum(np.asarray(m, dtype=float), 1.0) / GEMM_ROW_TILE) * GEMM_ROW_TILE), m)
-    rate = memo("gemm_rate", lambda: flop_rate * p["gemm_peak_efficiency"], flop_rate, p["gemm_peak_efficiency"])
-    return two_m_pad * n_cols * k_dim / rate * 1e6
+    us_per_flop = memo("gemm_us_per_flop", lambda: 1e6 / (flop_rate * p["gemm_peak_efficiency"]), flop_rate,
+                       p["gemm_peak_efficiency"])
+    return two_m_pad * n_cols * k_dim * us_per_flop
 
 
 def gemm_us(p: Params, m, n_cols, k_dim, weight_bytes, act_bytes, bw_eff, flop_rate):
@@ -68,7 +69,9 @@ def gemm_us(p: Params, m, n_cols, k_dim, weight_bytes, act_bytes, bw_eff, flop_r
     loss = p["gemm_stream_loss"]
     if _scalar(cmp_, mem):
         return mem, max(cmp_ - mem, 0.0) + loss * min(mem, cmp_)
-    return mem, np.maximum(cmp_ - mem, 0.0) + loss * np.minimum(mem, cmp_)
+    # the same excess in one fewer array pass: cmp - (1 - loss) mem where compute leads, else loss x cmp
+    kept = memo("1-loss", lambda: 1.0 - loss, loss)
+    return mem, np.maximum(cmp_ - kept * mem, loss * cmp_)
 
 
 def _us_per_byte(bw, eff):
@@ -91,19 +94,21 @@ class _Acc:
         self.kernel_floor, self.node_us, self.eager_us = p["kernel_floor_us"], p["graph_node_us"], p["eager_launch_us"]
         # one scenario (graph flag and launch numbers plain floats, no flat block): the sums stay on floats until an
         # array enters (see add)
-        self.floats = (not FLAT["n"] and type(self.graph) is float and type(self.small_floor) is float
+        self.floats = (not FLAT.n and type(self.graph) is float and type(self.small_floor) is float
                        and type(self.kernel_floor) is float and type(self.node_us) is float and type(self.eager_us) is float)
         if not self.all_graph:  # the same two products for every operator, computed once
             self._graph_node = self.graph * p["graph_node_us"]
             self._eager_share = 1 - self.graph
-        # a flat block whose every point replays a graph: launch = count x node gap, as in the general
-        # formula (g x node + (1 - g) x eager excess, with g = 1 and a finite excess); _forward() checks
-        # that every component is finite (so was every excess), else the forward is costed again in full
-        self.ones = (not keep_rows and FLAT["n"] and not self.all_graph and isinstance(self.graph, np.ndarray)
-                     and bool((self.graph == 1.0).all()))
-        # ... and where every point launches eagerly (g = 0, a finite node gap): launch = count x eager excess
-        self.zeros = (not self.ones and not keep_rows and FLAT["n"] and isinstance(self.graph, np.ndarray)
-                      and not self.graph.any() and bool(np.isfinite(p["graph_node_us"]).all()))
+        # a flat block: floors and graph launches are linear in the counts, so each operator adds its count to its
+        # floor's tally (_COUNTS), and (where some point launches eagerly) count x its eager excess to one more;
+        # finish() turns the tallies into kernel_fixed, launch and kernels: sum(count) x floor for sum(count x floor),
+        # the same up to rounding. _forward() checks that every component is finite, else the forward is costed
+        # again by the general arithmetic (g x node + (1 - g) x excess equals it only where both are finite)
+        self.linear = bool(not keep_rows and FLAT.n)
+        self.eager_any = self.linear and not self.all_graph and not bool((self.graph == 1.0).all())
+        if self.linear:
+            self.t.update({k: 0.0 for k in _COUNTS.values()})
+            self.t[_EAGER_EXCESS] = 0.0
 
     def _launch(self, gpu_us, count):
         # graph: a fixed gap per node; eager: the host launch shows only where it outlasts the kernel
@@ -152,18 +157,18 @@ class _Acc:
                 self._row(op, count, parts, None)
             return
         fam = op.family
-        floor = self.small_floor if fam == "elementwise" else 0.0 if fam == "collective" else self.p["kernel_floor_us"]
         for comp, us in parts.items():
             self._to(comp, count * us)
+        floor = self.small_floor if fam == "elementwise" else 0.0 if fam == "collective" else self.p["kernel_floor_us"]
+        if self.linear:
+            self._to(_COUNTS[fam], count)
+            if self.eager_any:
+                gap = self.eager_us - (_sum(parts) + floor)
+                self._to(_EAGER_EXCESS, count * (max(gap, 0.0) if _scalar(gap) else np.maximum(gap, 0.0)))
+            return
         self._to("kernel_fixed", count * floor)
-        if self.ones:
-            launch = count * self.p["graph_node_us"]
-        elif self.zeros:
-            gap = self.p["eager_launch_us"] - (_sum(parts) + floor)
-            launch = count * (max(gap, 0.0) if _scalar(gap) else np.maximum(gap, 0.0))
-        else:
-            busy = _sum(parts) + floor
-            launch = self._launch(busy, count)
+        busy = _sum(parts) + floor
+        launch = self._launch(busy, count)
         self._to("launch", launch)
         self.kernels = self.kernels + count
         if self.rows is not None:
@@ -212,7 +217,26 @@ class _Acc:
                            "stream_bytes_per_s": min(share_bw, cta_bw), "latency_bound": cta_bw < share_bw}
         self.rows.append(row)
 
+    def _untally(self) -> None:
+        """Linear mode: the count tallies into kernels, kernel_fixed (count x the family's floor) and launch (count x
+        the graph node gap), as :meth:`add` would have summed them operator by operator."""
+        t = self.t
+        n_kernel, n_small, n_collective = (t.pop(_COUNTS[f]) for f in ("gemm", "elementwise", "collective"))
+        eager_excess = t.pop(_EAGER_EXCESS)
+        self.kernels = n_kernel + n_small + n_collective
+        t["kernel_fixed"] = t["kernel_fixed"] + n_kernel * self.kernel_floor + n_small * self.small_floor
+        if np.ndim(n_collective) and not np.ndim(t["kernel_fixed"]):  # a collective's zero floor kept its shape
+            t["kernel_fixed"] = t["kernel_fixed"] + np.zeros(np.shape(n_collective))
+        if self.all_graph:
+            t["launch"] = t["launch"] + self.kernels * self.node_us
+        else:
+            t["launch"] = t["launch"] + self.kernels * self._graph_node
+            if self.eager_any:
+                t["launch"] = t["launch"] + self._eager_share * eager_excess
+
     def finish(self) -> dict:
+        if self.linear:
+            self._untally()
         self.t["launch"] = self.t["launch"] + self.graph * self.p["graph_fixed_us"]
         if self.floats and type(self.t["launch"]) is float:  # one scenario: the same numbers as numpy scalars
             f64 = np.float64
@@ -228,7 +252,9 @@ class _Acc:
     def skip(self, op: Op, n: int):
         """An operator whose count is an all-zero (n,) array: it adds exact zeros, but of shape (n,)."""
         comps = _TOUCHES[op.family]
-        if op.family != "fixed":
+        if self.linear and op.family != "fixed":  # the tallies stand for kernels, kernel_fixed and launch
+            comps = comps[:-2] + (_COUNTS[op.family],) + ((_EAGER_EXCESS,) if self.eager_any else ())
+        elif op.family != "fixed":
             self.kernels = self.kernels + np.zeros(n) if np.ndim(self.kernels) == 0 else self.kernels
         for c in comps:
             if np.ndim(self.t[c]) == 0:
@@ -296,10 +322,16 @@ _TOUCHES = {
     "collective": ("allreduce", "kernel_fixed", "launch"),
     "fixed": ("kernel_fixed",),
 }
+#: linear mode's count tally per family (by the floor each kernel pays: the GPU's, the small kernels', none)
+_COUNTS = {"gemm": "_n_kernel_floor", "grouped_gemm": "_n_kernel_floor", "attention": "_n_kernel_floor",
+           "elementwise": "_n_small_floor", "collective": "_n_no_floor"}
+_EAGER_EXCESS = "_eager_excess_us"  # linear mode: sum of count x max(eager launch - kernel time, 0)
+
+
 def evaluate_ops(p: Params, ops: list[Op], graph, keep_rows: bool = False) -> dict:
     """Sum a forward's operators into components (ms); ``rows`` holds the per-operator table."""
     acc = _Acc(p, graph, keep_rows)
-    flat = 0 if keep_rows else FLAT["n"]
+    flat = 0 if keep_rows else FLAT.n
     for op in ops:
         count = op.count
         if (count == 0.0) if type(count) is float else _is_zero(count):
@@ -343,13 +375,13 @@ def _forward(build, p: Params, graph, keep_rows: bool) -> dict:
     and costed again by the general arithmetic: the block's shortcuts (all-zero operators skipped,
     launch = count x node gap) equal it only where every operator's time is finite."""
     out = evaluate_ops(p, build(), graph, keep_rows)
-    if FLAT["n"] and not keep_rows and not np.isfinite(out["total"]).all():
-        saved = FLAT["n"], FLAT["cache"]
-        FLAT["n"], FLAT["cache"] = 0, None
+    if FLAT.n and not keep_rows and not np.isfinite(out["total"]).all():
+        saved = FLAT.n, FLAT.cache
+        FLAT.n, FLAT.cache = 0, None
         try:
             out = evaluate_ops(p, build(), graph, keep_rows)
         finally:
-            FLAT["n"], FLAT["cache"] = saved
+            FLAT.n, FLAT.cache = saved
     return out
 
 

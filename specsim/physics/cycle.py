@@ -10,7 +10,10 @@ unless the launch sets --max-running-requests; the rest of the batch waits in th
 
 from __future__ import annotations
 
+import contextvars
 import math
+import os
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
@@ -39,9 +42,23 @@ def graph_batch(p: Params, batch, graph):
 
 
 def _pad_batch(sizes, b):
-    idx = np.searchsorted(sizes, b, side="left")
+    idx = _first_at_least(sizes, b)
     fits = idx < len(sizes)
     return fits, np.where(fits, sizes[np.minimum(idx, len(sizes) - 1)], b)
+
+
+_LUT_MAX = 1 << 16  # the largest captured size looked up through a table (a few hundred KiB of int64)
+
+
+def _first_at_least(sizes: np.ndarray, x: np.ndarray) -> np.ndarray:
+    """``np.searchsorted(sizes, x, side="left")``: the index of the first captured size >= x. In a flat block
+    (finite x) with whole-number sizes, by a table over ceil(x): the same index, without a binary search per
+    point (the first whole size >= x is the first >= ceil(x))."""
+    if not FLAT.n or not sizes.size or sizes[-1] > _LUT_MAX or not np.array_equal(sizes, np.floor(sizes)):
+        return np.searchsorted(sizes, x, side="left")
+    top = int(sizes[-1])
+    table = memo("size_table", lambda: np.searchsorted(sizes, np.arange(top + 2, dtype=float), side="left"), sizes)
+    return table[np.clip(np.ceil(x), 0, top + 1).astype(np.intp)]
 
 
 def graph_width(p: Params, batch, width, graph):
@@ -58,7 +75,7 @@ def graph_width(p: Params, batch, width, graph):
         g = float(graph) * fits
         return (float(sizes[idx]) / float(batch) if (g > 0) else float(width)), g
     n = np.asarray(batch, dtype=float) * np.asarray(width, dtype=float)
-    idx = np.searchsorted(sizes, n, side="left")
+    idx = _first_at_least(sizes, n)
     fits = idx < len(sizes)
     padded = np.where(fits, sizes[np.minimum(idx, len(sizes) - 1)], n)
     g = np.asarray(graph, dtype=float) * fits
@@ -185,36 +202,93 @@ def _flat_points(p: Params, tau) -> int:
     return n if t == () or t == (n,) else 0
 
 
-def throughput(p: Params, tau) -> dict:
+def block_threads() -> int:
+    """Threads that evaluate the blocks of one flat call: the CPUs this process may run on (numpy
+    releases the GIL inside each element-wise loop, so blocks proceed side by side)."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # not on Linux
+        return max(1, os.cpu_count() or 1)
+
+
+#: glibc's malloc: keep up to this many freed bytes at the heap top instead of handing them back to the kernel,
+#: and serve blocks below the second number from the heap rather than fresh mmaps. A flat block's temporaries
+#: are 256 KiB arrays; under the default (dynamic) thresholds each one's pages were faulted in anew (181 K page
+#: faults and 0.4-0.9 s of system time per million points on this project's 2-core machine, none after).
+HEAP_TRIM_BYTES, HEAP_MMAP_BYTES = 256 << 20, 4 << 20
+_HEAP_KEPT: list[bool] = []
+
+
+def _keep_heap() -> None:
+    """Once per process, before the first multi-block flat call: raise glibc's trim and mmap thresholds to
+    :data:`HEAP_TRIM_BYTES` / :data:`HEAP_MMAP_BYTES` (the process keeps that much freed heap for reuse).
+    Elsewhere (not glibc, or a platform without ``mallopt``) nothing changes."""
+    if _HEAP_KEPT:
+        return
+    _HEAP_KEPT.append(True)
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None)
+        mallopt = libc.mallopt
+    except (OSError, AttributeError):  # not glibc
+        return
+    m_trim_threshold, m_mmap_threshold = -1, -3  # <malloc.h>
+    mallopt(m_trim_threshold, HEAP_TRIM_BYTES)
+    mallopt(m_mmap_threshold, HEAP_MMAP_BYTES)
+
+
+def throughput(p: Params, tau, threads: int | None = None) -> dict:
     """The one tok/s formula: speculative and baseline tokens/s for accept length ``tau``.
 
     ``tok/s = running x tau / cycle``; ``baseline tok/s = running / decode step``, where ``running`` is the
     batch or the engine's cap on requests run at once (:func:`running`), each run its own. Every command
     (predict, sweep, figures, reports, what-ifs) goes through this function. A flat set of
     points (every array parameter one 1-D array) runs in blocks of :data:`FLAT_CHUNK`: the
-    same element-wise arithmetic, with temporaries that stay in cache.
+    same element-wise arithmetic, with temporaries that stay in cache, the blocks spread over
+    ``threads`` threads (default :func:`block_threads`; the result does not depend on it).
     """
     n = _flat_points(p, tau)
     if not n:
         return _throughput(p, tau)
-    outer = FLAT["n"], FLAT["cache"]
+    if n <= FLAT_CHUNK:
+        return _flat_block(p, tau, n)
+    _keep_heap()
+    blocks = [slice(i, min(n, i + FLAT_CHUNK)) for i in range(0, n, FLAT_CHUNK)]
+
+    def block(sl: slice) -> dict:
+        q = {k: (v[sl] if isinstance(v, np.ndarray) and v.ndim and k not in _NOT_PER_POINT else v) for k, v in p.items()}
+        return _flat_block(q, tau[sl] if np.ndim(tau) else tau, sl.stop - sl.start)
+
+    first = block(blocks[0])
+    out, leaves = _alloc(first, n, blocks[0].stop)
+
+    def into(sl: slice, res: dict) -> None:  # each block straight into the joined arrays (no list of blocks kept)
+        for dst, path in leaves:
+            dst[sl] = _leaf(res, path)
+
+    into(blocks[0], first)
+    workers = min(block_threads() if threads is None else max(1, int(threads)), len(blocks) - 1)
+    if workers <= 1:
+        for sl in blocks[1:]:
+            into(sl, block(sl))
+    else:
+        # each block in a copy of the caller's context: its numpy error state (np.errstate) holds in the workers
+        runs = [(contextvars.copy_context(), sl) for sl in blocks[1:]]
+        with ThreadPoolExecutor(workers, thread_name_prefix="specsim-block") as pool:
+            for _ in pool.map(lambda run: run[0].run(lambda: into(run[1], block(run[1]))), runs):
+                pass  # re-raises a block's exception here
+    return out
+
+
+def _flat_block(p: Params, tau, n: int) -> dict:
+    """:func:`_throughput` of one flat block of n points, with this thread's block state (:data:`FLAT`) set."""
+    outer = FLAT.n, FLAT.cache
     try:
-        if n <= FLAT_CHUNK:
-            FLAT["n"], FLAT["cache"] = (n, {}) if _finite(p) else (0, None)
-            return _throughput(p, tau)
-        out = leaves = None
-        for i in range(0, n, FLAT_CHUNK):
-            sl = slice(i, i + FLAT_CHUNK)
-            q = {k: (v[sl] if isinstance(v, np.ndarray) and v.ndim and k not in _NOT_PER_POINT else v) for k, v in p.items()}
-            FLAT["n"], FLAT["cache"] = (min(n, i + FLAT_CHUNK) - i, {}) if _finite(q) else (0, None)
-            block = _throughput(q, tau[sl] if np.ndim(tau) else tau)
-            if out is None:
-                out, leaves = _alloc(block, n, min(n, i + FLAT_CHUNK) - i)
-            for dst, path in leaves:  # each block straight into the joined arrays (no list of blocks kept)
-                dst[sl] = _leaf(block, path)
-        return out
+        FLAT.n, FLAT.cache = (n, {}) if _finite(p) else (0, None)
+        return _throughput(p, tau)
     finally:
-        FLAT["n"], FLAT["cache"] = outer
+        FLAT.n, FLAT.cache = outer
 
 
 def _finite(p: Params) -> bool:

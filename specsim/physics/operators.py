@@ -9,6 +9,7 @@ counted by hand twice. Shapes are per tensor-parallel rank; any number may be a 
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass
 
 import numpy as np
@@ -49,19 +50,29 @@ class Op:
     fixed_us: object = 0.0  # collective or fixed-time operators: us per kernel
 
 
-#: while :func:`specsim.physics.cycle.throughput` evaluates a flat block of n points (every array
-#: parameter of shape (n,)), ``FLAT["n"]`` is n: an operator whose count is an all-zero (n,) array
-#: then contributes exactly 0 everywhere, so it is skipped like a scalar zero, and the cost model
-#: widens its components to (n,) at the end (the shape the skipped arithmetic would have given).
-#: ``FLAT["cache"]`` (a dict, or None outside a flat block) holds sub-expressions that several
-#: operators or forwards of the block compute from the same objects (see :func:`memo`).
-FLAT = {"n": 0, "cache": None}
+class _FlatBlock(threading.local):
+    """The flat block this thread evaluates (the blocks of one call run on several threads at once).
+
+    While :func:`specsim.physics.cycle.throughput` evaluates a flat block of n points (every array
+    parameter of shape (n,)), ``n`` is n: an operator whose count is an all-zero (n,) array then
+    contributes exactly 0 everywhere, so it is skipped like a scalar zero, and the cost model widens
+    its components to (n,) at the end (the shape the skipped arithmetic would have given). ``cache``
+    (a dict, or None outside a flat block) holds sub-expressions that several operators or forwards
+    of the block compute from the same objects (see :func:`memo`).
+    """
+
+    def __init__(self):
+        self.n = 0
+        self.cache: dict | None = None
+
+
+FLAT = _FlatBlock()
 
 
 def memo(tag: str, fn, *objs):
     """``fn()``, computed once per flat block for the same argument objects (identity, not value:
     a block's arrays are never changed in place); outside a flat block simply ``fn()``."""
-    cache = FLAT["cache"]
+    cache = FLAT.cache
     if cache is None:
         return fn()
     key = (tag,) + tuple(map(id, objs))
@@ -73,7 +84,7 @@ def memo(tag: str, fn, *objs):
 
 def zero_array(count) -> bool:
     """An all-zero count array of a flat block (see :data:`FLAT`)."""
-    n = FLAT["n"]
+    n = FLAT.n
     if not n or not isinstance(count, np.ndarray) or count.shape != (n,):
         return False
     return memo("zero", lambda: not count.any(), count)  # asked when the operator is built and when it is costed
@@ -90,7 +101,7 @@ def _absent(count) -> bool:
     if isinstance(count, (float, int)):
         return count == 0
     if isinstance(count, np.ndarray) and count.ndim:
-        return bool(FLAT["n"]) and zero_array(count)
+        return bool(FLAT.n) and zero_array(count)
     return np.ndim(count) == 0 and float(count) == 0.0
 
 
@@ -98,7 +109,7 @@ def _gemm(name, phase, count, p: Params, m, k_dim, n_cols, wbytes, flop_rate, bw
     if _absent(count):  # never evaluated: skip the arithmetic of its fields
         return Op(name, "gemm", phase, count)
     # a flat block's forwards go straight to the cost model, which never reads a GEMM's flops
-    flops = 0.0 if FLAT["n"] else 2.0 * m * k_dim * n_cols
+    flops = 0.0 if FLAT.n else 2.0 * m * k_dim * n_cols
     return Op(name, "gemm", phase, count, bytes=k_dim * n_cols * wbytes, act_bytes=m * (k_dim + n_cols) * ACT_BYTES,
               flops=flops, m=m, n_cols=n_cols, k_dim=k_dim,
               bw_eff=p["mem_efficiency"] if bw_eff is None else bw_eff, flop_rate=flop_rate)
@@ -125,7 +136,7 @@ def _one_byte(bytes_per_weight):
 def _elem(name, phase, count, p: Params, act_bytes) -> Op:
     sf = p["small_kernel_factor"]
     c = count * sf
-    if (_absent(count) and (type(sf) is float or np.ndim(sf) == 0)) or (FLAT["n"] and zero_array(c)):
+    if (_absent(count) and (type(sf) is float or np.ndim(sf) == 0)) or (FLAT.n and zero_array(c)):
         return Op(name, "elementwise", phase, c)
     return Op(name, "elementwise", phase, c, act_bytes=act_bytes)
 
@@ -156,7 +167,7 @@ def _attention(name, count, p: Params, b, w, ctx_eff, kv_bytes_per_token, q_rows
 
 
 def _attention_flop_rate(p: Params):
-    if FLAT["cache"] is None:
+    if FLAT.cache is None:
         return p["flops_bf16"] * p["attention_flop_efficiency"]
     return memo("attention_flop_rate", lambda: p["flops_bf16"] * p["attention_flop_efficiency"], p["flops_bf16"],
                 p["attention_flop_efficiency"])
@@ -192,6 +203,8 @@ def _allreduce_params(p: Params, graph):
     fallback chain one (size limit, next alpha, next bandwidth) per link; alphas carry the what-if scale."""
     g = np.asarray(graph, dtype=float)
     one_flag = None if g.ndim else float(g)  # one flag for every point: that path's numbers, no blend
+    if one_flag is None and FLAT.n:  # a flat block where every point takes the same path: no blend either
+        one_flag = 1.0 if bool((g == 1.0).all()) else 0.0 if not g.any() else None
 
     def mix(graph_key, eager_key):
         if one_flag == 1.0:

@@ -260,24 +260,27 @@ def throughput(p: Params, tau, threads: int | None = None) -> dict:
         q = {k: (v[sl] if isinstance(v, np.ndarray) and v.ndim and k not in _NOT_PER_POINT else v) for k, v in p.items()}
         return _flat_block(q, tau[sl] if np.ndim(tau) else tau, sl.stop - sl.start)
 
-    first = block(blocks[0])
-    out, leaves = _alloc(first, n, blocks[0].stop)
-
-    def into(sl: slice, res: dict) -> None:  # each block straight into the joined arrays (no list of blocks kept)
-        for dst, path in leaves:
-            dst[sl] = _leaf(res, path)
-
-    into(blocks[0], first)
     workers = min(block_threads() if threads is None else max(1, int(threads)), len(blocks) - 1)
-    if workers <= 1:
-        for sl in blocks[1:]:
-            into(sl, block(sl))
-    else:
-        # each block in a copy of the caller's context: its numpy error state (np.errstate) holds in the workers
-        runs = [(contextvars.copy_context(), sl) for sl in blocks[1:]]
-        with ThreadPoolExecutor(workers, thread_name_prefix="specsim-block") as pool:
-            for _ in pool.map(lambda run: run[0].run(lambda: into(run[1], block(run[1]))), runs):
-                pass  # re-raises a block's exception here
+    pool = ThreadPoolExecutor(workers, thread_name_prefix="specsim-block") if workers > 1 else None
+    try:
+        # the other blocks start at once, each in a copy of the caller's context (its numpy error state, np.errstate,
+        # holds in the workers), while this thread computes the first, whose results lay out the joined arrays
+        later = None if pool is None else [pool.submit(contextvars.copy_context().run, block, sl) for sl in blocks[1:]]
+        first = block(blocks[0])
+        out, leaves = _alloc(first, n, blocks[0].stop)
+
+        def into(sl: slice, res: dict) -> None:  # each block straight into the joined arrays (no list of blocks kept)
+            for dst, path in leaves:
+                dst[sl] = _leaf(res, path)
+
+        into(blocks[0], first)
+        for i, sl in enumerate(blocks[1:]):
+            into(sl, block(sl) if later is None else later[i].result())  # result() re-raises a block's exception
+            if later is not None:
+                later[i] = None  # its arrays are copied: free them
+    finally:
+        if pool is not None:
+            pool.shutdown(wait=True, cancel_futures=True)
     return out
 
 

@@ -333,3 +333,15 @@ def test_a_tree_accept_length_carries_to_other_step_counts_at_its_own_width():
     taus = [expected_accept_length(build_scenario(sc, steps=s, draft_tokens=6)) for s in (3, 5, 6, 7)]
     assert taus[1] == pytest.approx(3.0, rel=1e-9)
     assert taus[0] <= taus[1] <= taus[2] + 1e-12 <= taus[3] + 2e-12
+
+
+def test_flat_block_with_a_scalar_launch_flag_equals_the_general_path():
+    """A flat set where only the context varies: the launch flag stays one plain number (an eager engine, or a batch
+    past the largest captured graph); the flat path gives what the general arithmetic does."""
+    import specsim.physics.cycle as cy
+
+    for kw in ({"model": "llama-3.1-8b", "engine": "hf-transformers"}, {"engine": "sglang", "batch": 300}):
+        p = scenario_params(specsim.build_scenario(**kw))
+        p["ctx"] = np.linspace(512, 8192, 50)
+        flat, general = cy.throughput(p, 2.0), cy._throughput(p, 2.0)
+        assert np.allclose(flat["speedup"], general["speedup"], rtol=1e-12, atol=0.0)

@@ -54,7 +54,8 @@ def _first_at_least(sizes: np.ndarray, x: np.ndarray) -> np.ndarray:
     """``np.searchsorted(sizes, x, side="left")``: the index of the first captured size >= x. In a flat block
     (finite x) with whole-number sizes, by a table over ceil(x): the same index, without a binary search per
     point (the first whole size >= x is the first >= ceil(x))."""
-    if not FLAT.n or not sizes.size or sizes[-1] > _LUT_MAX or not np.array_equal(sizes, np.floor(sizes)):
+    if (not FLAT.n or not sizes.size or sizes[-1] > _LUT_MAX or not np.array_equal(sizes, np.floor(sizes))
+            or not np.isfinite(x).all()):
         return np.searchsorted(sizes, x, side="left")
     top = int(sizes[-1])
     table = memo("size_table", lambda: np.searchsorted(sizes, np.arange(top + 2, dtype=float), side="left"), sizes)

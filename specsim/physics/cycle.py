@@ -232,7 +232,7 @@ def _keep_heap() -> None:
 
         libc = ctypes.CDLL(None)
         mallopt = libc.mallopt
-    except (OSError, AttributeError):  # not glibc
+    except (OSError, AttributeError, TypeError):  # not glibc (Windows: CDLL(None) raises TypeError)
         return
     m_trim_threshold, m_mmap_threshold = -1, -3  # <malloc.h>
     mallopt(m_trim_threshold, HEAP_TRIM_BYTES)

@@ -345,3 +345,24 @@ def test_flat_block_with_a_scalar_launch_flag_equals_the_general_path():
         p["ctx"] = np.linspace(512, 8192, 50)
         flat, general = cy.throughput(p, 2.0), cy._throughput(p, 2.0)
         assert np.allclose(flat["speedup"], general["speedup"], rtol=1e-12, atol=0.0)
+
+
+def test_flat_block_with_a_non_finite_plain_parameter_takes_the_general_path():
+    """A plain (not per-point) parameter that is inf or nan sends the block down the general arithmetic: the
+    shortcuts (one path's all-reduce numbers, the size table) would otherwise answer where the general path has nan."""
+    import sys
+    from pathlib import Path
+
+    import specsim.physics.cycle as cy
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+    from bench_predict import random_params
+
+    for key, bad in (("allreduce_max_bytes_eager", np.inf), ("num_draft_tokens", np.nan)):
+        p, tau = random_params(400, 3)
+        p[key] = bad
+        with np.errstate(all="ignore"):
+            flat, general = cy.throughput(p, tau), cy._throughput(p, tau)
+        for k in ("speedup", "cycle_ms", "tok_s"):
+            assert np.array_equal(np.isfinite(flat[k]), np.isfinite(general[k])), (key, k)
+            assert np.allclose(flat[k], general[k], rtol=1e-12, atol=0.0, equal_nan=True), (key, k)

@@ -29,7 +29,7 @@ import math
 import numpy as np
 
 from .numeric import scalars as _scalar
-from .operators import FLAT, Op, draft_ops, memo, small_floor, target_ops, zero_array
+from .operators import FLAT, Op, draft_ops, memo, one_launch_flag, small_floor, target_ops, zero_array
 from .params import Params
 
 COMPONENTS = ("launch", "kernel_fixed", "allreduce", "weights", "attention", "compute", "activations")
@@ -105,7 +105,7 @@ class _Acc:
         # the same up to rounding. _forward() checks that every component is finite, else the forward is costed
         # again by the general arithmetic (g x node + (1 - g) x excess equals it only where both are finite)
         self.linear = bool(not keep_rows and FLAT.n)
-        self.eager_any = self.linear and not self.all_graph and not bool(np.all(self.graph == 1.0))
+        self.eager_any = self.linear and one_launch_flag(self.graph) != 1.0
         if self.linear:
             self.t.update({k: 0.0 for k in _COUNTS.values()})
             self.t[_EAGER_EXCESS] = 0.0

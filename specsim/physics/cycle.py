@@ -52,10 +52,9 @@ _LUT_MAX = 1 << 16  # the largest captured size looked up through a table (a few
 
 def _first_at_least(sizes: np.ndarray, x: np.ndarray) -> np.ndarray:
     """``np.searchsorted(sizes, x, side="left")``: the index of the first captured size >= x. In a flat block
-    (finite x) with whole-number sizes, by a table over ceil(x): the same index, without a binary search per
-    point (the first whole size >= x is the first >= ceil(x))."""
-    if (not FLAT.n or not sizes.size or sizes[-1] > _LUT_MAX or not np.array_equal(sizes, np.floor(sizes))
-            or not np.isfinite(x).all()):
+    (every input finite, see :func:`_finite`) with whole-number sizes, by a table over ceil(x): the same index,
+    without a binary search per point (the first whole size >= x is the first >= ceil(x))."""
+    if not FLAT.n or not sizes.size or sizes[-1] > _LUT_MAX or not np.array_equal(sizes, np.floor(sizes)):
         return np.searchsorted(sizes, x, side="left")
     top = int(sizes[-1])
     table = memo("size_table", lambda: np.searchsorted(sizes, np.arange(top + 2, dtype=float), side="left"), sizes)
@@ -296,10 +295,14 @@ def _flat_block(p: Params, tau, n: int) -> dict:
 
 
 def _finite(p: Params) -> bool:
-    """Every per-point parameter finite: the flat-block shortcuts apply (an operator skipped as all-zero
-    adds 0 x its time, exactly 0 only where that time is finite); else the block runs the general path."""
+    """Every parameter finite, per-point and plain: the flat-block shortcuts apply (an operator skipped as all-zero
+    adds 0 x its time, exactly 0 only where that time is finite; one path's numbers taken where the blend would
+    give 0 x inf; captured sizes looked up by table); else the block runs the general path."""
     for k, v in p.items():
-        if isinstance(v, np.ndarray) and v.ndim and k not in _NOT_PER_POINT:
+        if isinstance(v, float):
+            if not math.isfinite(v):
+                return False
+        elif isinstance(v, np.ndarray) and v.ndim and k not in _NOT_PER_POINT:
             with np.errstate(all="ignore"):
                 s = float(np.add.reduce(v, axis=None, dtype=float))  # inf or nan when any point is (or it overflows)
             if not math.isfinite(s):

@@ -198,13 +198,22 @@ def _attention_rows(p: Params, b, w, multi, verify: bool):
     return b_att, w_att, np.asarray(multi, dtype=bool) & (np.asarray(ex) == 0)
 
 
+def one_launch_flag(graph):
+    """The launch flag every point shares: the flag itself where it is one number; in a flat block (see
+    :data:`FLAT`) 1.0 or 0.0 where every point replays a graph or every point launches eagerly; else None."""
+    if np.ndim(graph) == 0:
+        return float(graph)
+    if not FLAT.n:
+        return None
+    g = np.asarray(graph)
+    return memo("one_launch_flag", lambda: 1.0 if bool((g == 1.0).all()) else 0.0 if not g.any() else None, g)
+
+
 def _allreduce_params(p: Params, graph):
     """(alpha, bus bandwidth) of the all-reduce path a forward takes (graph-captured or eager), and along that path's
     fallback chain one (size limit, next alpha, next bandwidth) per link; alphas carry the what-if scale."""
     g = np.asarray(graph, dtype=float)
-    one_flag = None if g.ndim else float(g)  # one flag for every point: that path's numbers, no blend
-    if one_flag is None and FLAT.n:  # a flat block where every point takes the same path: no blend either
-        one_flag = 1.0 if bool((g == 1.0).all()) else 0.0 if not g.any() else None
+    one_flag = one_launch_flag(g)  # one flag for every point: that path's numbers, no blend
 
     def mix(graph_key, eager_key):
         if one_flag == 1.0:

@@ -260,8 +260,9 @@ def throughput(p: Params, tau, threads: int | None = None) -> dict:
         q = {k: (v[sl] if isinstance(v, np.ndarray) and v.ndim and k not in _NOT_PER_POINT else v) for k, v in p.items()}
         return _flat_block(q, tau[sl] if np.ndim(tau) else tau, sl.stop - sl.start)
 
-    workers = min(block_threads() if threads is None else max(1, int(threads)), len(blocks) - 1)
-    pool = ThreadPoolExecutor(workers, thread_name_prefix="specsim-block") if workers > 1 else None
+    wanted = block_threads() if threads is None else max(1, int(threads))
+    workers = min(wanted, len(blocks) - 1)  # the later blocks' pool; this thread computes the first meanwhile
+    pool = ThreadPoolExecutor(workers, thread_name_prefix="specsim-block") if wanted > 1 else None
     try:
         # the other blocks start at once, each in a copy of the caller's context (its numpy error state, np.errstate,
         # holds in the workers), while this thread computes the first, whose results lay out the joined arrays

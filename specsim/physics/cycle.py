@@ -11,6 +11,7 @@ unless the launch sets --max-running-requests; the rest of the batch waits in th
 from __future__ import annotations
 
 import contextvars
+import functools
 import math
 import os
 from concurrent.futures import ThreadPoolExecutor
@@ -216,16 +217,13 @@ def block_threads() -> int:
 #: are 256 KiB arrays; under the default (dynamic) thresholds each one's pages were faulted in anew (181 K page
 #: faults and 0.4-0.9 s of system time per million points on this project's 2-core machine, none after).
 HEAP_TRIM_BYTES, HEAP_MMAP_BYTES = 256 << 20, 4 << 20
-_HEAP_KEPT: list[bool] = []
 
 
+@functools.cache  # once per process
 def _keep_heap() -> None:
     """Once per process, before the first multi-block flat call: raise glibc's trim and mmap thresholds to
     :data:`HEAP_TRIM_BYTES` / :data:`HEAP_MMAP_BYTES` (the process keeps that much freed heap for reuse).
     Elsewhere (not glibc, or a platform without ``mallopt``) nothing changes."""
-    if _HEAP_KEPT:
-        return
-    _HEAP_KEPT.append(True)
     try:
         import ctypes
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+import numpy as np
 import pytest
 
 import specsim
@@ -180,20 +181,38 @@ def test_an_architecture_the_engine_does_not_itemise_is_said(tmp_path):
 
 
 def test_a_tree_verify_on_flashinfer_pays_its_custom_mask():
-    """SGLang verifies a tree of a model without MLA with FlashInfer's custom-mask prefill, about twice the causal
-    kernel's time (flashinfer#724): its attention row doubles; a chain, a decode step and an MLA tree do not."""
-    def attention_ms(model, topk, tokens, tp=1):
-        rows = {r["name"]: r for r in operator_table(tokens, model=model, gpu="h200", tp=tp, engine="sglang",
+    """SGLang verifies a tree of a model without MLA with FlashInfer's FA2 custom-mask prefill: its attention row
+    costs more than the chain's at the same width, by the measured kernel's terms (KV stream x slowdown, MMAs at its
+    share of the peak over FA2's padded tile, a fixed cost per tile row); a chain, a decode step, an MLA tree and an
+    engine without that path do not pay it."""
+    from specsim.physics.operators import fa2_query_tile
+
+    def attention_ms(model, topk, tokens, tp=1, engine="sglang"):
+        rows = {r["name"]: r for r in operator_table(tokens, model=model, gpu="h200", tp=tp, engine=engine,
                                                      steps=3, topk=topk, draft_tokens=6, batch=8, ctx=4096).rows}
         return rows.get("attention_gqa", rows.get("attention_mla_latent"))["ms"]
     sc = specsim.build_scenario(model="llama-3.1-8b", gpu="h200", tp=1, engine="sglang")
-    assert sc.engine.tree_mask_attention_slowdown == 2.0
-    # per kernel: the backend's fixed time, the floor and the graph node stay; the KV stream and the MMAs double
-    fixed_ms = sc.target.num_layers * (sc.gpu.attention_fixed_us + sc.gpu.kernel_floor_us + sc.engine.graph_node_us) / 1e3
+    e = sc.engine
+    assert e.tree_attention_fa2_custom_mask and 1.0 < e.tree_mask_attention_slowdown < 3.0
+    assert 0.0 < e.tree_mask_attention_flop_efficiency < 0.5 and e.tree_mask_attention_us_per_tile_row > 0
     chain, tree = attention_ms("llama-3.1-8b", 1, 6), attention_ms("llama-3.1-8b", 4, 6)
-    assert tree - fixed_ms == pytest.approx(2.0 * (chain - fixed_ms), rel=1e-6)
+    # 6 tokens x a GQA group of 4 = 24 packed rows: FA2's 64-row tile; the extra fixed time alone is 64 x that per row
+    assert fa2_query_tile(24.0) == 64.0
+    extra_fixed_ms = sc.target.num_layers * 64 * e.tree_mask_attention_us_per_tile_row / 1e3
+    assert tree > chain + extra_fixed_ms
     assert attention_ms("llama-3.1-8b", 4, 1) == pytest.approx(attention_ms("llama-3.1-8b", 1, 1), rel=1e-9)
     assert attention_ms("deepseek-v3", 4, 6, tp=8) == pytest.approx(attention_ms("deepseek-v3", 1, 6, tp=8), rel=1e-9)
+    assert attention_ms("llama-3.1-8b", 4, 6, engine="vllm") == pytest.approx(
+        attention_ms("llama-3.1-8b", 1, 6, engine="vllm"), rel=1e-9)
+
+
+def test_fa2_query_tile_is_flashinfers_rule():
+    """FA2DetermineCtaTileQ (flashinfer include/flashinfer/utils.cuh, head dim < 256, sm80+): 16 up to 16 packed
+    rows, 64 up to 64, 128 past; element-wise over arrays."""
+    from specsim.physics.operators import fa2_query_tile
+
+    assert [fa2_query_tile(float(r)) for r in (1, 16, 17, 64, 65, 176)] == [16.0, 16.0, 64.0, 64.0, 128.0, 128.0]
+    assert fa2_query_tile(np.array([16.0, 17.0, 65.0])).tolist() == [16.0, 64.0, 128.0]
 
 
 def test_a_topk_sweep_costs_the_tree_as_a_tree_scenario_does():
@@ -207,3 +226,17 @@ def test_a_topk_sweep_costs_the_tree_as_a_tree_scenario_does():
         r = sweep(base, steps=[3], topk=[4], draft_tokens=[6], accept=[2.5], accept_at_steps=3, progress=False)
         out.append((r.best["verify_ms"], r.best["cycle_ms"]))
     assert out[0] == pytest.approx(out[1], rel=1e-12)
+
+
+def test_the_tree_attention_terms_cost_the_same_one_point_at_a_time_and_as_arrays():
+    """Chains and trees, small and wide tiles, in one array call equal the scalar evaluations of each point."""
+    from specsim.physics.cycle import verify_breakdown
+
+    sc = specsim.build_scenario(model="qwen3-8b", gpu="h100", tp=1, engine="sglang", steps=3, topk=4, draft_tokens=22)
+    p = scenario_params(sc)
+    topk, batch, width = np.array([1.0, 4.0, 4.0, 2.0]), np.array([1.0, 8.0, 64.0, 16.0]), np.array([4.0, 6.0, 22.0, 7.0])
+    vec = verify_breakdown({**p, "topk": topk, "batch": batch}, num_draft_tokens=width)
+    for i in range(4):
+        one = verify_breakdown({**p, "topk": float(topk[i]), "batch": float(batch[i])}, num_draft_tokens=float(width[i]))
+        assert float(one["attention"]) == pytest.approx(vec["attention"][i], rel=1e-12)
+        assert float(one["total"]) == pytest.approx(vec["total"][i], rel=1e-12)

@@ -141,17 +141,31 @@ def _elem(name, phase, count, p: Params, act_bytes) -> Op:
     return Op(name, "elementwise", phase, c, act_bytes=act_bytes)
 
 
+def fa2_query_tile(packed_rows):
+    """FlashInfer's FA2 CTA query tile for a request's packed query rows (query tokens x GQA group), head dim < 256,
+    sm80+: 128 past 64 rows, 64 past 16, else 16 (``FA2DetermineCtaTileQ``, include/flashinfer/utils.cuh,
+    flashinfer-python 0.6.3)."""
+    return _where(packed_rows > 64, 128.0, _where(packed_rows > 16, 64.0, 16.0))
+
+
 def _attention(name, count, p: Params, b, w, ctx_eff, kv_bytes_per_token, q_rows_per_kv, flops_per_row_key, multi,
-               work_items=None, slowdown=1.0):
+               work_items=None, slowdown=1.0, fa2_tree=0.0):
     """Attention core over each request's KV: bytes = b x keys x KV bytes; query rows padded to a tile.
 
     The bandwidth it reaches ramps with its parallel work (requests x KV heads): ``eff x W / (W + W_half)``;
-    ``work_items=None`` (MLA: heads share one latent cache) keeps the full efficiency.
+    ``work_items=None`` (MLA: heads share one latent cache) keeps the full efficiency. ``fa2_tree`` (1 where a tree
+    verify runs FlashInfer's FA2 custom-mask kernel): rows pad to FA2's tile (:func:`fa2_query_tile`), compute at
+    the kernel's measured share of the peak, a fixed cost that grows with the tile
+    (``calibration/datasets/h200-flashinfer-tree.json``).
     """
     if _absent(count):
         return Op(name, "attention", "attention", count)
     tile = _where(multi, EXTEND_QUERY_TILE, DECODE_QUERY_TILE)
     rows = q_rows_per_kv * w
+    fa2 = bool(fa2_tree) if np.ndim(fa2_tree) == 0 else bool(np.any(fa2_tree))  # an all-zero array: the plain terms
+    if fa2:
+        fa2_tile = fa2_query_tile(rows)
+        tile = _where(fa2_tree > 0, fa2_tile, tile)
     padded = np.ceil(rows / tile) * tile
     padded = float(padded) if np.ndim(padded) == 0 else padded
     eff = p["attention_mem_efficiency"]
@@ -161,9 +175,13 @@ def _attention(name, count, p: Params, b, w, ctx_eff, kv_bytes_per_token, q_rows
         unsplit = work_items > p["attention_unsplit_items"]
         capped = p["attention_unsplit_efficiency"]
         eff = _where(unsplit, min(eff, capped) if np.ndim(eff) == 0 else np.minimum(eff, capped), eff)
+    flop_rate, fixed_us = _attention_flop_rate(p) / slowdown, p["attention_fixed_us"]
+    if fa2:
+        flop_rate = _where(fa2_tree > 0, p["flops_bf16"] * p["tree_mask_flop_efficiency"], flop_rate)
+        fixed_us = fixed_us + fa2_tree * p["tree_mask_us_per_tile_row"] * fa2_tile
     return Op(name, "attention", "attention", count, bytes=b * ctx_eff * kv_bytes_per_token,
               flops=b * padded / _maximum(q_rows_per_kv, 1e-9) * ctx_eff * flops_per_row_key,
-              bw_eff=eff / slowdown, flop_rate=_attention_flop_rate(p) / slowdown, fixed_us=p["attention_fixed_us"])
+              bw_eff=eff / slowdown, flop_rate=flop_rate, fixed_us=fixed_us)
 
 
 def _attention_flop_rate(p: Params):
@@ -268,7 +286,8 @@ def _gqa_ops(p: Params, gqa, L, fused, n, h, b, w, multi, heads_r, kv_r, ctx_eff
         _gemm("o_proj", "attention", gqa * L, p, n, heads_r * d, h, ba, fa),
         _attention("attention_gqa", gqa * L, p, b, w, ctx_eff, 2 * kv_read_heads * d * p["bytes_kv"], heads_r / kv_r,
                    4 * kv_r * (heads_r / kv_r) * d, multi, work_items=b * kv_read_heads,
-                   slowdown=1.0 + (p["tree_mask_attention_slowdown"] - 1.0) * host_planned_tree(p) * multi),
+                   slowdown=1.0 + (p["tree_mask_attention_slowdown"] - 1.0) * host_planned_tree(p) * multi,
+                   fa2_tree=host_planned_tree(p) * multi * p["tree_fa2_custom_mask"]),
         _elem("qk_norm", "attention", gqa * L * p["qk_norm_kernels"], p, n * (heads_r + kv_r) * d * ACT_BYTES),
         _elem("rope", "attention", gqa * L, p, 2 * n * (heads_r + kv_r) * d * ACT_BYTES),
         # the engine's kernels write K and V (two index_put, or one, or none where the rotary kernel writes them)

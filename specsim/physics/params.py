@@ -87,6 +87,9 @@ def small_kernel_params(sc: Scenario) -> Params:
         "mla_misc_kernels": float(e.mla_misc_kernels),
         "shared_fused": float(fused_shared),
         "tree_mask_attention_slowdown": e.tree_mask_attention_slowdown,  # applied by the operators to tree verifies
+        "tree_fa2_custom_mask": float(e.tree_attention_fa2_custom_mask),
+        "tree_mask_flop_efficiency": e.tree_mask_attention_flop_efficiency,
+        "tree_mask_us_per_tile_row": e.tree_mask_attention_us_per_tile_row,
         "act_quant_kernels": float(e.act_quant_kernels),
     }
 

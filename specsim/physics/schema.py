@@ -457,8 +457,19 @@ class Engine(_Model):
         "model without MLA: SGLang on Hopper runs such trees on FlashInfer, which plans on the host before each of "
         "the steps - 1 draft steps, the verify and the draft extend (steps + 1 plans per cycle); chains and MLA run FA3")
     tree_mask_attention_slowdown: float = Field(
-        1.0, ge=1.0, le=100.0, description="GPU time of a tree verify's attention over the same forward with a causal "
-        "mask, on that path (FlashInfer's prefill with a custom mask: the mask loads do not coalesce)")
+        1.0, ge=1.0, le=100.0, description="a tree verify's attention on that path over the causal kernel's: its KV "
+        "streaming time (and, without tree_attention_fa2_custom_mask, its compute time) times this")
+    tree_attention_fa2_custom_mask: bool = Field(
+        False, description="that path verifies trees with FlashInfer's FA2 prefill and a bit-packed custom mask "
+        "(SGLang on Hopper for models without MLA): query rows pad to FA2's CTA tile (16, 64 or 128 packed rows), "
+        "the kernel computes at tree_mask_attention_flop_efficiency of the dense bf16 peak and pays "
+        "tree_mask_attention_us_per_tile_row x tile per call over the causal kernel's fixed time")
+    tree_mask_attention_flop_efficiency: float = Field(
+        1.0, gt=0.0, le=1.0, description="fraction of the dense bf16 peak the FA2 custom-mask kernel reaches over its "
+        "padded query rows (with tree_attention_fa2_custom_mask)")
+    tree_mask_attention_us_per_tile_row: float = Field(
+        0.0, ge=0, le=100.0, description="extra us per call per row of FA2's CTA query tile (a CTA's serial KV loop "
+        "grows with its tile: what a small batch waits for)")
     verify_batch_expansion: bool = Field(
         False, description="the verify scores each request's num_draft_tokens rows as that many single-token sequences "
         "(vLLM V0's batch-expansion scorer, used whenever CUDA graphs are on): decode attention kernels, each row "

@@ -1,0 +1,226 @@
+"""FlashInfer's tree path as SGLang runs it on Hopper (topk > 1 on a model without MLA): host time of each
+``plan()`` and GPU time of the kernels, against the causal kernels a chain runs.
+
+Run on the GPU box with ``flashinfer-python`` importable (JIT; it compiles its kernels with the box's nvcc):
+
+    python calibration/kernels/flashinfer_tree.py OUT.json
+
+What it times, for the GQA shapes of the presets' 8B and 70B-TP4 targets (32/8 and 16/2 heads, head dim 128,
+bf16, page size 1 as SGLang allocates):
+
+- ``prefill``: ``BatchPrefillWithPagedKVCacheWrapper(backend="fa2")`` over B requests x k queries on
+  ``ctx`` cached tokens each: ``plan()`` host time (GPU idle, median of repeats) with the packed custom
+  (tree) mask as SGLang's TARGET_VERIFY passes it, and the kernel's GPU time from a CUDA graph of repeated
+  runs, with the custom mask and with ``causal=True`` (the same FA2 kernel family), and FA3 causal where
+  it compiles.
+- ``decode``: ``BatchDecodeWithPagedKVCacheWrapper`` (tensor cores, as SGLang picks for a GQA group >= 4)
+  over B x topk rows: ``plan()`` host time and kernel GPU time (the draft steps' attention).
+
+Nothing here is modeled; each row is a measurement on the box the provenance block names.
+"""
+
+from __future__ import annotations
+
+import datetime
+import functools
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import time
+
+import torch
+
+HEADS = {"32q8kv": (32, 8), "16q2kv": (16, 2)}  # Llama-3.1-8B / Qwen3-8B; Llama-3-70B at TP4
+HEAD_DIM = 128
+BATCHES = (1, 4, 16, 32, 64)
+CTXS = (512, 2048)
+QO_LENS = (4, 7, 22)  # chain of 3 (+ root), tree k = 6, tree k = 21 (SpecDecode-Bench's shapes)
+TOPKS = (1, 2, 4)
+MODES = tuple(os.environ.get("FI_MODES", "custom_mask,causal").split(","))  # add causal_fa3 for FA3's causal kernel
+PLAN_REPEATS = 30
+GRAPH_RUNS = 20
+
+
+def _gpu_ms(fn, runs: int = GRAPH_RUNS, replays: int = 10) -> float:
+    """GPU ms of one ``fn()``: a CUDA graph of ``runs`` calls replayed ``replays`` times, timed by events
+    (where capture fails: 100 back-to-back calls, negative to mark that host launch time may be in it)."""
+    try:
+        return _graph_ms(fn, runs, replays)
+    except Exception:  # noqa: BLE001
+        torch.cuda.synchronize()
+        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        a.record()
+        for _ in range(100):
+            fn()
+        b.record()
+        torch.cuda.synchronize()
+        return -a.elapsed_time(b) / 100
+
+
+def _graph_ms(fn, runs: int, replays: int) -> float:
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):
+        for _ in range(3):
+            fn()
+    torch.cuda.current_stream().wait_stream(s)
+    torch.cuda.synchronize()
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        for _ in range(runs):
+            fn()
+    g.replay()
+    torch.cuda.synchronize()
+    a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    a.record()
+    for _ in range(replays):
+        g.replay()
+    b.record()
+    torch.cuda.synchronize()
+    return a.elapsed_time(b) / (runs * replays)
+
+
+def _host_us(fn, repeats: int = PLAN_REPEATS) -> float:
+    """Median host us of ``fn()`` with the GPU idle before each call."""
+    ts = []
+    for _ in range(repeats):
+        torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        fn()
+        ts.append((time.perf_counter() - t0) * 1e6)
+    return statistics.median(ts)
+
+
+def _tree_mask(batch: int, qo_len: int, kv_len: int) -> torch.Tensor:
+    """A flat boolean mask (SGLang's layout: per request qo_len x kv_len, row-major): every query sees the whole
+    prefix and, inside the draft block, itself and the earlier tokens (a chain-shaped tree: the values do not
+    change the FA2 custom-mask kernel's work)."""
+    prefix = kv_len - qo_len
+    one = torch.ones(qo_len, kv_len, dtype=torch.bool)
+    one[:, prefix:] = torch.tril(torch.ones(qo_len, qo_len, dtype=torch.bool))
+    return one.flatten().repeat(batch).cuda()
+
+
+def prefill_rows(flashinfer, out: list, deadline: float) -> None:
+    ws = torch.empty(256 << 20, dtype=torch.uint8, device="cuda")
+    for hname, (hq, hkv) in HEADS.items():
+        for ctx in CTXS:
+            for batch in BATCHES:
+                for qo in QO_LENS:
+                    if time.time() > deadline:
+                        return
+                    kv_len = ctx + qo
+                    pages = batch * kv_len
+                    kv = torch.randn(pages, 2, 1, hkv, HEAD_DIM, dtype=torch.bfloat16, device="cuda")
+                    q = torch.randn(batch * qo, hq, HEAD_DIM, dtype=torch.bfloat16, device="cuda")
+                    qo_indptr = torch.arange(0, batch + 1, dtype=torch.int32, device="cuda") * qo
+                    kv_indptr = torch.arange(0, batch + 1, dtype=torch.int32, device="cuda") * kv_len
+                    kv_indices = torch.arange(0, pages, dtype=torch.int32, device="cuda")
+                    last = torch.ones(batch, dtype=torch.int32, device="cuda")
+                    mask = _tree_mask(batch, qo, kv_len)
+                    row = {"kernel": "prefill_paged", "heads": hname, "num_qo_heads": hq, "num_kv_heads": hkv,
+                           "head_dim": HEAD_DIM, "batch": batch, "ctx": ctx, "qo_len": qo, "page_size": 1}
+                    for mode in MODES:
+                        backend = "fa3" if mode == "causal_fa3" else "fa2"
+                        try:
+                            w = flashinfer.BatchPrefillWithPagedKVCacheWrapper(ws, "NHD", backend=backend)
+                            kw = dict(custom_mask=mask) if mode == "custom_mask" else dict(causal=True)
+
+                            plan = functools.partial(w.plan, qo_indptr, kv_indptr, kv_indices, last, hq, hkv, HEAD_DIM, 1,
+                                                     q_data_type=torch.bfloat16, kv_data_type=torch.bfloat16,
+                                                     non_blocking=True, **kw)
+                            row[f"{mode}_plan_host_us"] = _host_us(plan)
+                            plan()
+                            row[f"{mode}_gpu_ms"] = _gpu_ms(functools.partial(w.run, q, kv))
+                        except Exception as exc:  # noqa: BLE001 - a backend that does not build is recorded
+                            row[f"{mode}_error"] = f"{type(exc).__name__}: {str(exc)[:300]}"
+                    out.append(row)
+                    print(json.dumps(row), flush=True)
+                    del kv, q, mask
+
+
+def decode_rows(flashinfer, out: list, deadline: float) -> None:
+    ws = torch.empty(256 << 20, dtype=torch.uint8, device="cuda")
+    hq, hkv = HEADS["32q8kv"]
+    for ctx in CTXS:
+        for batch in BATCHES:
+            for topk in TOPKS:
+                if time.time() > deadline:
+                    return
+                rows_n = batch * topk
+                kv_len = ctx + 2
+                pages = rows_n * kv_len
+                kv = torch.randn(pages, 2, 1, hkv, HEAD_DIM, dtype=torch.bfloat16, device="cuda")
+                q = torch.randn(rows_n, hq, HEAD_DIM, dtype=torch.bfloat16, device="cuda")
+                kv_indptr = torch.arange(0, rows_n + 1, dtype=torch.int32, device="cuda") * kv_len
+                kv_indices = torch.arange(0, pages, dtype=torch.int32, device="cuda")
+                last = torch.ones(rows_n, dtype=torch.int32, device="cuda")
+                row = {"kernel": "decode_paged", "heads": "32q8kv", "num_qo_heads": hq, "num_kv_heads": hkv,
+                       "head_dim": HEAD_DIM, "batch": batch, "topk": topk, "rows": rows_n, "ctx": ctx, "page_size": 1,
+                       "use_tensor_cores": True}
+                try:
+                    w = flashinfer.BatchDecodeWithPagedKVCacheWrapper(ws, "NHD", use_tensor_cores=True)
+
+                    plan = functools.partial(w.plan, kv_indptr, kv_indices, last, hq, hkv, HEAD_DIM, 1,
+                                             q_data_type=torch.bfloat16, kv_data_type=torch.bfloat16, non_blocking=True)
+                    row["plan_host_us"] = _host_us(plan)
+                    plan()
+                    row["gpu_ms"] = _gpu_ms(functools.partial(w.run, q, kv))
+                except Exception as exc:  # noqa: BLE001
+                    row["error"] = f"{type(exc).__name__}: {str(exc)[:300]}"
+                out.append(row)
+                print(json.dumps(row), flush=True)
+                del kv, q
+
+
+def _cpu_model() -> str:
+    try:
+        for line in open("/proc/cpuinfo", encoding="utf-8"):
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor()
+
+
+def main(path: str, budget_s: float = 480.0) -> None:
+    t0 = time.time()
+    import flashinfer
+
+    out: list = []
+    doc = {
+        "name": "h200-flashinfer-tree",
+        "kind": "measured",
+        "description": __doc__.strip().splitlines()[0],
+        "provenance": {
+            "gpu": torch.cuda.get_device_name(0),
+            "driver": subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
+                                     capture_output=True, text=True).stdout.strip(),
+            "torch": torch.__version__, "cuda": torch.version.cuda, "flashinfer": flashinfer.__version__,
+            "python": platform.python_version(), "host_cpu": _cpu_model(),
+            "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+            "command": "python calibration/kernels/flashinfer_tree.py " + os.path.basename(path),
+            "method": "plan(): median host us of 30 calls, torch.cuda.synchronize() before each (GPU idle); "
+                      "kernels: CUDA graph of 20 run() calls replayed 10 times, CUDA events",
+        },
+        "rows": out,
+    }
+
+    def save():
+        doc["elapsed_s"] = round(time.time() - t0, 1)
+        with open(path, "w", encoding="utf-8") as f:
+            json.dump(doc, f, indent=1)
+
+    try:
+        prefill_rows(flashinfer, out, t0 + budget_s * 0.7)
+        save()
+        decode_rows(flashinfer, out, t0 + budget_s)
+    finally:
+        save()
+
+
+if __name__ == "__main__":
+    main(sys.argv[1], float(sys.argv[2]) if len(sys.argv) > 2 else 480.0)

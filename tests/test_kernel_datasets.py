@@ -435,13 +435,6 @@ def test_every_shape_the_moe_benchmark_times_is_one_the_fit_knows():
     assert len(names) == 12 and set(names) == set(SHAPE_DEPLOYMENTS)
 
 
-def _fit_flashinfer_tree():
-    spec = importlib.util.spec_from_file_location("fit_flashinfer_tree", ROOT / "calibration" / "kernels" / "fit_flashinfer_tree.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-
 def test_flashinfer_tree_dataset_names_its_box_and_is_physical():
     """60 FA2 prefill timings with provenance; a custom (tree) mask never beats the causal kernel by more than noise,
     and neither moves the KV cache faster than the H200's HBM."""
@@ -461,22 +454,100 @@ def test_flashinfer_tree_dataset_names_its_box_and_is_physical():
 
 
 def test_the_presets_tree_verify_attention_predicts_the_measured_kernel():
-    """The sglang preset's FA2 custom-mask terms (fitted by calibration/kernels/fit_flashinfer_tree.py) put the
-    model within 30 % of each measured kernel and 12 % on average; the refit lands on the preset's numbers; the flat
-    'twice the causal kernel' prior it replaced misses by 37 % on average."""
+    """The sglang preset's FA2 custom-mask terms (fitted by calibration/kernels/fit_flashinfer_tree.py through
+    specsim.analysis.tree_fit) put the model within 30 % of each measured kernel and 12 % on average; the refit lands
+    on the preset's numbers; the flat 'twice the causal kernel' prior it replaced misses by 37 % on average."""
     import numpy as np
 
-    fit = _fit_flashinfer_tree()
-    pts = fit.points()
-    ps = [fit._params(r) for r in pts]
+    from specsim.analysis import tree_fit
+
+    pts = tree_fit.usable(_load("h200-flashinfer-tree.json")["rows"])
+    assert len(pts) == 60
+    ps = tree_fit.point_params(pts)
     y = np.array([r["custom_mask_gpu_ms"] * 1e3 for r in pts])
     e = json.loads((ROOT / "models" / "engines.json").read_text())["sglang"]["engine"]
-    preset = [e[k] for k in fit.KEYS]
-    err = np.array([fit.modeled_us(p, r, preset) for p, r in zip(ps, pts)]) / y - 1
+    preset = [e[k] for k in tree_fit.ENGINE_FIELDS]
+    err = np.array([tree_fit.modeled_us(p, r, preset) for p, r in zip(ps, pts)]) / y - 1
     assert np.max(np.abs(err)) < 0.30 and np.mean(np.abs(err)) < 0.12
-    x, _, _ = fit.fit(pts)
-    assert x == pytest.approx(preset, rel=2e-3, abs=2e-4)
+    f = tree_fit.fit(pts)
+    assert list(f["values"].values()) == pytest.approx(preset, rel=2e-3, abs=2e-4)
+    assert f["points"] == 60 and f["mape_pct"] < 12
     for p in ps:
         p["tree_fa2_custom_mask"] = 0.0
-    prior = np.array([fit.modeled_us(p, r, (2.0, 1.0, 0.0)) for p, r in zip(ps, pts)]) / y - 1
+    prior = np.array([tree_fit.modeled_us(p, r, (2.0, 1.0, 0.0)) for p, r in zip(ps, pts)]) / y - 1
     assert np.mean(np.abs(prior)) > 0.3
+
+
+def test_a_profile_with_flashinfer_points_sets_the_tree_kernel_of_this_gpu(tmp_path):
+    """`specsim predict --profile` with a flashinfer section (the H200 dataset's rows beside the shipped profile)
+    fits the three tree-kernel numbers to it and says so; a chain's verify does not change, a tree's does."""
+    from specsim.analysis.build import build_scenario
+    from specsim.analysis.predict import predict
+    from specsim.analysis.profile_fit import apply_profile
+
+    prof = json.loads((ROOT / "models" / "profiles" / "h200.json").read_text())
+    prof["flashinfer"] = {"kernel": "fa2", "points": _load("h200-flashinfer-tree.json")["rows"]}
+    path = tmp_path / "p.json"
+    path.write_text(json.dumps(prof))
+    sc = apply_profile(build_scenario(model="qwen3-8b", gpu="h200", tp=1, engine="sglang"), str(path))
+    res = sc.provenance["profile"]["fit"]["residuals"]["flashinfer_tree"]
+    assert res["points"] == 60 and res["mape_pct"] < 12
+    assert sc.engine.tree_attention_fa2_custom_mask and str(path) in sc.engine.sources["tree_mask_attention_flop_efficiency"]
+    assert 0.05 < sc.engine.tree_mask_attention_flop_efficiency < 0.2
+    # relative to the profile's own attention terms the KV stream needs no slowdown (the preset's: 1.47)
+    assert sc.engine.tree_mask_attention_slowdown < 1.1
+    kw = dict(model="qwen3-8b", gpu="h200", tp=1, engine="sglang", steps=3, batch=32, ctx=512, accept=2.5)
+    # the same GPU and kernel measured: the k = 21 tree's verify within 1 % of the preset's, the chain's identical
+    with_p = predict(profile=str(path), topk=4, draft_tokens=22, **kw).verify_ms
+    assert with_p == pytest.approx(predict(profile="h200", topk=4, draft_tokens=22, **kw).verify_ms, rel=0.01)
+    assert predict(profile=str(path), **kw).verify_ms == pytest.approx(predict(profile="h200", **kw).verify_ms, rel=1e-12)
+
+
+@pytest.mark.parametrize("mutate, needle", [
+    (lambda p: p.update(kernel="attention"), "flashinfer.points[0].kernel"),
+    (lambda p: p.update(batch=-4), "flashinfer.points[0].batch"),
+    (lambda p: p.update(custom_mask_gpu_ms=float("nan")), "flashinfer.points[0].custom_mask_gpu_ms"),
+    (lambda p: p.update(qo_len=10 ** 9), "flashinfer.points[0].qo_len"),
+])
+def test_a_bad_flashinfer_point_is_named(mutate, needle):
+    from specsim.measure.profile import validate_profile
+
+    prof = json.loads((ROOT / "models" / "profiles" / "h200.json").read_text())
+    pts = [dict(r) for r in _load("h200-flashinfer-tree.json")["rows"][:3]]
+    mutate(pts[0])
+    prof["flashinfer"] = {"points": pts}
+    problems = validate_profile(prof)
+    assert any(x.startswith(needle) for x in problems), problems
+
+
+def test_too_few_flashinfer_points_to_fit_are_refused_in_one_line():
+    from specsim.analysis import tree_fit
+    from specsim.errors import SpecsimError
+
+    with pytest.raises(SpecsimError, match="need at least 6"):
+        tree_fit.fit(_load("h200-flashinfer-tree.json")["rows"][:3])
+
+
+def test_the_flashinfer_section_says_what_it_needs():
+    """On the CPU, or without flashinfer-python, the section fails with one clear reason (recorded, not fatal)."""
+    import builtins
+
+    from specsim.measure.flashinfer import run_flashinfer
+
+    class C:
+        cpu, quick = True, True
+    with pytest.raises(RuntimeError, match="CUDA GPU"):
+        run_flashinfer(C())
+    C.cpu = False
+    real = builtins.__import__
+
+    def no_flashinfer(name, *a, **k):
+        if name == "flashinfer":
+            raise ImportError("no flashinfer")
+        return real(name, *a, **k)
+    builtins.__import__ = no_flashinfer
+    try:
+        with pytest.raises(RuntimeError, match="pip install flashinfer-python"):
+            run_flashinfer(C())
+    finally:
+        builtins.__import__ = real

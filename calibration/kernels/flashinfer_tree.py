@@ -104,12 +104,14 @@ def _tree_mask(batch: int, qo_len: int, kv_len: int) -> torch.Tensor:
     return one.flatten().repeat(batch).cuda()
 
 
-def prefill_rows(flashinfer, out: list, deadline: float) -> None:
+def prefill_rows(flashinfer, out: list, deadline: float, batches=BATCHES, ctxs=CTXS, qo_lens=QO_LENS,
+                 log=print) -> None:
+    """Append one row per (shape, ctx, batch, k) to ``out`` until ``deadline`` (time.time())."""
     ws = torch.empty(256 << 20, dtype=torch.uint8, device="cuda")
     for hname, (hq, hkv) in HEADS.items():
-        for ctx in CTXS:
-            for batch in BATCHES:
-                for qo in QO_LENS:
+        for ctx in ctxs:
+            for batch in batches:
+                for qo in qo_lens:
                     if time.time() > deadline:
                         return
                     kv_len = ctx + qo
@@ -138,7 +140,7 @@ def prefill_rows(flashinfer, out: list, deadline: float) -> None:
                         except Exception as exc:  # noqa: BLE001 - a backend that does not build is recorded
                             row[f"{mode}_error"] = f"{type(exc).__name__}: {str(exc)[:300]}"
                     out.append(row)
-                    print(json.dumps(row), flush=True)
+                    log(json.dumps(row))
                     del kv, q, mask
 
 

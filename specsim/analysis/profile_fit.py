@@ -168,6 +168,15 @@ def fit_profile(profile: dict, gpu) -> ProfileFit:
         out.gpu.update({k: v for k, v in vals.items() if k.startswith("moe_cta") or k == "sm_count"})
         out.engine.update({k: v for k, v in vals.items() if k in ("moe_mem_efficiency", "moe_wide_tile_mem_efficiency")})
         out.residuals["moe"] = res
+    if profile.get("flashinfer", {}).get("points"):
+        from . import tree_fit
+
+        # relative to this profile's own attention terms, where it has them
+        f = tree_fit.fit(profile["flashinfer"]["points"], gpu, out.gpu,
+                         {k: v for k, v in out.engine.items() if k.startswith("attention_")})
+        out.engine.update(f["values"])
+        out.engine["tree_attention_fa2_custom_mask"] = True
+        out.residuals["flashinfer_tree"] = {k: f[k] for k in ("points", "mape_pct", "worst_pct", "within_15_pct")}
     return out
 
 
@@ -267,7 +276,7 @@ def apply_profile(sc, path: str):
     coll = collective_fits(prof, sc.parallel.tp) if sc.parallel.tp > 1 and "collectives" in prof else {}
     if not fit.gpu and not fit.engine and not coll:
         raise SpecsimError("profile", path, f"holds nothing this deployment can use (no GEMM, attention, top-k, graph, host, "
-                                            f"copy, fused-MoE or TP{sc.parallel.tp} all-reduce data)")
+                                            f"copy, fused-MoE, FlashInfer or TP{sc.parallel.tp} all-reduce data)")
     data = sc.model_dump()
     src = f"fitted to the measured profile {path} ({fit.source})"
     tp = sc.parallel.tp

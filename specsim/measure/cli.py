@@ -67,7 +67,8 @@ def gpu_cmd(
     sections: str = typer.Option("gemm,attention,topk,graph,copy", "--sections",
                                  help="comma list of sections: gemm, attention, topk, graph, copy, host (a GPU->CPU "
                                       "sync and the engine's finish check on this CPU; needs transformers), moe "
-                                      "(SGLang's fused MoE Triton kernel at six shapes; needs Triton)"),
+                                      "(SGLang's fused MoE Triton kernel at six shapes; needs Triton), flashinfer "
+                                      "(FlashInfer's tree verify kernel, custom mask and causal; needs flashinfer-python)"),
     quick: bool = typer.Option(False, "--quick", help="a few points per section (smoke test, not a profile)"),
     budget_s: float = typer.Option(0.0, "--budget-s", help="wall-clock budget; points after it are skipped (0 = none)"),
     repeats: int = typer.Option(15, "--repeats", help="timed replays per point"),

@@ -1,6 +1,7 @@
 """``specsim measure gpu``: primitives (GEMM, attention, top-k, graph replay and launch, copy) and,
 with ``--sections ...,host``, the engine's per-request host work (:mod:`.host`); ``moe``: SGLang's fused
-MoE Triton kernel at six shapes (:mod:`.moe`)."""
+MoE Triton kernel at six shapes (:mod:`.moe`); ``flashinfer``: FlashInfer's tree verify kernel, when installed
+(:mod:`.flashinfer`)."""
 
 from __future__ import annotations
 
@@ -12,12 +13,14 @@ from . import MeasureError, shapes
 from .bench import DEFAULT_ROTATE_BYTES, Bench, gpu_state, import_torch, provenance, rotation_count
 from .common import Deadline, Progress, atomic_write_json, stats
 from .fit import fit_linear
+from .flashinfer import run_flashinfer
 from .host import run_host
 from .moe import run_moe
 from .profile import PROFILE_SCHEMA, PROFILE_VERSION, validate_profile
 
-SECTIONS = ("gemm", "attention", "topk", "graph", "copy", "host", "moe")
-SECTION_WEIGHT = {"gemm": 0.55, "attention": 0.2, "topk": 0.1, "graph": 0.08, "copy": 0.07, "host": 0.02, "moe": 0.2}
+SECTIONS = ("gemm", "attention", "topk", "graph", "copy", "host", "moe", "flashinfer")
+SECTION_WEIGHT = {"gemm": 0.55, "attention": 0.2, "topk": 0.1, "graph": 0.08, "copy": 0.07, "host": 0.02, "moe": 0.2,
+                  "flashinfer": 0.2}
 
 
 class Ctx:
@@ -696,7 +699,7 @@ def run_copy(c: Ctx) -> dict:
 
 
 RUNNERS = {"gemm": run_gemm, "attention": run_attention, "topk": run_topk, "graph": run_graph, "copy": run_copy,
-           "host": run_host, "moe": run_moe}
+           "host": run_host, "moe": run_moe, "flashinfer": run_flashinfer}
 
 
 def measure_gpu(

@@ -49,7 +49,7 @@ PROFILE_VERSION = 1
 MAX_BYTES = 64 * 2**20
 MAX_DEPTH = 32
 MAX_ITEMS = 200_000
-SECTION_NAMES = ("gemm", "attention", "topk", "graph", "copy", "collectives", "host", "moe")
+SECTION_NAMES = ("gemm", "attention", "topk", "graph", "copy", "collectives", "host", "moe", "flashinfer")
 
 
 class ProfileError(ValueError):
@@ -220,6 +220,34 @@ def _check_moe(m, problems: list[str]) -> None:
                 _in_range(cfg.get(key), 1, MOE_BLOCK_MAX, f"{f}.config.{key}", problems)
 
 
+FLASHINFER_POINTS_MAX = 10_000
+
+
+def _check_flashinfer(m, problems: list[str]) -> None:
+    """The flashinfer section: FA2 prefill (and decode) calls, as ``calibration/kernels/flashinfer_tree.py`` writes them."""
+    pts = m.get("points") if isinstance(m, dict) else None
+    if not isinstance(pts, list) or not pts or len(pts) > FLASHINFER_POINTS_MAX:
+        problems.append(f"flashinfer.points: must be a list of 1 to {FLASHINFER_POINTS_MAX} points")
+        return
+    for i, p in enumerate(pts):
+        f = f"flashinfer.points[{i}]"
+        if not isinstance(p, dict):
+            problems.append(f"{f}: must be an object")
+            continue
+        kernel = p.get("kernel")
+        if kernel not in ("prefill_paged", "decode_paged"):
+            problems.append(f"{f}.kernel: got {_short(kernel)}; allowed: 'prefill_paged' or 'decode_paged'")
+            continue
+        sizes = (("num_qo_heads", 1024), ("num_kv_heads", 1024), ("head_dim", 1024), ("batch", 1 << 20), ("ctx", 1 << 24))
+        for key, hi in sizes + ((("qo_len", 1 << 16),) if kernel == "prefill_paged" else ()):
+            _num(p.get(key), f"{f}.{key}", problems, integer=True)
+            _in_range(p.get(key), 1, hi, f"{f}.{key}", problems)
+        for key in ("custom_mask_gpu_ms", "causal_gpu_ms", "gpu_ms"):
+            if key in p:
+                _num(p[key], f"{f}.{key}", problems)
+                _in_range(p[key], 1e-4, 1e4, f"{f}.{key}", problems)  # a kernel call: 0.1 us to 10 s
+
+
 def validate_profile(obj, strict: bool = True) -> list[str]:
     """Problems with a profile object (empty list = valid). ``strict=False`` skips the schema check."""
     problems: list[str] = []
@@ -245,6 +273,8 @@ def validate_profile(obj, strict: bool = True) -> list[str]:
         problems.append(f"sections: none of {', '.join(SECTION_NAMES)} present")
     if "moe" in obj:
         _check_moe(obj["moe"], problems)
+    if "flashinfer" in obj:
+        _check_flashinfer(obj["flashinfer"], problems)
     if "host" in obj:
         h = obj["host"]
         sc = h.get("stop_check") if isinstance(h, dict) else None

@@ -551,3 +551,30 @@ def test_the_flashinfer_section_says_what_it_needs():
             run_flashinfer(C())
     finally:
         builtins.__import__ = real
+
+
+def test_the_tree_plans_host_cost_is_the_measured_one_and_grows_with_the_batch_for_trees_only():
+    """The preset's custom-mask plan extra and per-request plan cost are what the dataset's plan() timings give
+    (fitted a + b x batch), and the cycle's host time grows by exactly that per request on the tree path only."""
+    from specsim.analysis import tree_fit
+    from specsim.analysis.build import build_scenario
+    from specsim.physics.cycle import cycle_phases_ms
+    from specsim.physics.params import scenario_params
+
+    plans = tree_fit.plan_costs(_load("h200-flashinfer-tree.json")["rows"])
+    e = json.loads((ROOT / "models" / "engines.json").read_text())["sglang"]["engine"]
+    assert e["tree_verify_plan_extra_us"] == pytest.approx(plans["tree_verify_plan_extra_us"], abs=0.06)
+    assert e["tree_plan_us_per_request"] == pytest.approx(plans["tree_plan_us_per_request"], abs=0.006)
+    assert 5 < plans["custom_mask_plan_us"][1] < 15 and 5 < plans["causal_plan_us"][1] < 15  # us per request
+
+    def host_ms(topk, batch, **over):
+        sc = build_scenario(model="llama-3.1-8b", gpu="h200", tp=1, engine="sglang", steps=3, topk=topk,
+                            draft_tokens=6 if topk > 1 else None, batch=batch, ctx=512, max_running_requests=batch)
+        p = {**scenario_params(sc), **over}
+        return float(cycle_phases_ms(p, 2.0)["host"])
+
+    per_req = e["tree_plan_us_per_request"]
+    zero = dict(tree_plan_us_per_request=0.0)
+    tree_growth = (host_ms(4, 64) - host_ms(4, 1)) - (host_ms(4, 64, **zero) - host_ms(4, 1, **zero))
+    assert tree_growth == pytest.approx(63 * per_req / 1e3, rel=1e-9)
+    assert host_ms(1, 64) == pytest.approx(host_ms(1, 64, **zero), rel=1e-12)

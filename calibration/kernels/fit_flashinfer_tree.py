@@ -49,6 +49,11 @@ def main() -> None:
     for r, e in zip(pts, f["errors_pct"]):
         print(f"  {r['num_qo_heads']}q{r['num_kv_heads']}kv B={r['batch']:3d} ctx={r['ctx']:5d} k={r['qo_len']:3d}: "
               f"measured {r['custom_mask_gpu_ms'] * 1e3:7.1f} us, modeled {e:+.1f} %")
+    plans = tree_fit.plan_costs(json.loads(DATASET.read_text(encoding="utf-8"))["rows"])
+    print(f"plan() host us: custom mask {plans['custom_mask_plan_us'][0]:.0f} + {plans['custom_mask_plan_us'][1]:.2f} x B, "
+          f"causal {plans['causal_plan_us'][0]:.0f} + {plans['causal_plan_us'][1]:.2f} x B ({plans['points']} points): "
+          f"tree_verify_plan_extra_us = {plans['tree_verify_plan_extra_us']:.1f}, "
+          f"tree_plan_us_per_request = {plans['tree_plan_us_per_request']:.2f}")
     if args.write:
         path = ROOT / "models" / "engines.json"
         engines = json.loads(path.read_text(encoding="utf-8"))
@@ -67,6 +72,20 @@ def main() -> None:
             for k, v in f["values"].items():
                 e[k] = round(float(v), 4)
                 e["sources"][k] = src
+            cm, ca = plans["custom_mask_plan_us"], plans["causal_plan_us"]
+            plan_src = (f"measured: calibration/datasets/h200-flashinfer-tree.json, {plans['points']} plan() calls on the "
+                        f"H200 box's host (stock flashinfer-python 0.6.3 calls, GPU idle), fitted a + b x batch by "
+                        f"calibration/kernels/fit_flashinfer_tree.py: custom-mask prefill plan {cm[0]:.0f} + {cm[1]:.2f} x B us, "
+                        f"causal {ca[0]:.0f} + {ca[1]:.2f} x B us. SGLang 0.5.9 calls that plan for the verify (custom "
+                        "mask) and the draft extend without max lengths (layers/attention/flashinfer_backend.py "
+                        "call_begin_forward), so plan() takes them with Python's max() over the per-request tensors "
+                        "(flashinfer/prefill.py plan); a faster or slower host CPU moves it: measure yours "
+                        "(specsim measure gpu --sections flashinfer) and pass --profile")
+            e["tree_verify_plan_extra_us"] = round(plans["tree_verify_plan_extra_us"], 1)
+            e["tree_plan_us_per_request"] = round(plans["tree_plan_us_per_request"], 2)
+            e["sources"]["tree_verify_plan_extra_us"] = "the custom-mask plan's intercept over the causal one's; " + plan_src
+            e["sources"]["tree_plan_us_per_request"] = ("two prefill plans per cycle (verify, draft extend) x the mean "
+                                                        "per-request slope; " + plan_src)
         path.write_text(json.dumps(engines, indent=2) + "\n", encoding="utf-8")
         print(f"wrote {path}")
 

@@ -176,6 +176,9 @@ def fit_profile(profile: dict, gpu) -> ProfileFit:
                          {k: v for k, v in out.engine.items() if k.startswith("attention_")})
         out.engine.update(f["values"])
         out.engine["tree_attention_fa2_custom_mask"] = True
+        plans = tree_fit.plan_costs(profile["flashinfer"]["points"])  # this host's plan() calls
+        if plans:
+            out.engine.update({k: plans[k] for k in tree_fit.PLAN_FIELDS})
         out.residuals["flashinfer_tree"] = {k: f[k] for k in ("points", "mape_pct", "worst_pct", "within_15_pct")}
     return out
 

@@ -66,6 +66,30 @@ def modeled_us(p: dict, r: dict, x) -> float:
     return op["us"] / op["count"]
 
 
+PLAN_FIELDS = ("tree_verify_plan_extra_us", "tree_plan_us_per_request")
+PREFILL_PLANS_PER_CYCLE = 2  # the verify's (custom mask) and the draft extend's (causal) prefill plan
+
+
+def plan_costs(points: list[dict]) -> dict | None:
+    """The host side of the same points: each prefill ``plan()``'s time, fitted as ``a + b x batch`` by least
+    squares for the custom-mask and the causal plan. Returns the custom-mask plan's intercept over the causal one's
+    (``tree_verify_plan_extra_us``) and the prefill plans' per-request slope, the mean of the two, times the
+    :data:`PREFILL_PLANS_PER_CYCLE` such plans a tree cycle makes (``tree_plan_us_per_request``); None when the
+    points do not carry both plan timings at two batch sizes or more."""
+    pts = [p for p in points if p.get("kernel") == "prefill_paged" and p.get("custom_mask_plan_host_us")
+           and p.get("causal_plan_host_us")]
+    if len({p["batch"] for p in pts}) < 2:
+        return None
+    b = np.array([float(p["batch"]) for p in pts])
+    a = np.vstack([np.ones_like(b), b]).T
+    (cm0, cm1), (ca0, ca1) = (np.linalg.lstsq(a, np.array([p[k] for p in pts], dtype=float), rcond=None)[0]
+                              for k in ("custom_mask_plan_host_us", "causal_plan_host_us"))
+    return {"tree_verify_plan_extra_us": float(max(cm0 - ca0, 0.0)),
+            "tree_plan_us_per_request": float(max(PREFILL_PLANS_PER_CYCLE * (cm1 + ca1) / 2, 0.0)),
+            "custom_mask_plan_us": [float(cm0), float(cm1)], "causal_plan_us": [float(ca0), float(ca1)],
+            "points": len(pts)}
+
+
 def fit(points: list[dict], gpu=None, gpu_fields: dict | None = None, engine_fields: dict | None = None) -> dict:
     """The three numbers (by :data:`ENGINE_FIELDS`), each point's error and the summary; a SpecsimError when
     fewer than :data:`MIN_POINTS` points are usable or the fit misses by more than :data:`MAX_MAPE_PCT`."""

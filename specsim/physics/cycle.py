@@ -167,11 +167,13 @@ def _with_host(p: Params, tau, gpu: dict) -> dict:
     # Python loop over committed tokens; v2 (overlap) drops the syncs and hides the rest. With stop
     # strings every finish check (one per committed token, one per request) decodes the output tail.
     # a tree on a backend that plans on the host: one plan per draft step, verify and draft extend (steps + 1),
-    # and extra syncs to copy the plan inputs to the host
+    # the verify's custom-mask plan's extra, the prefill plans' Python pass over the requests, and extra syncs
+    # to copy the plan inputs to the host
     tree = host_planned_tree(p)
     host_ms = (p["host_per_cycle_ms"] + batch * (p["host_per_request_us"] + tau * p["host_per_token_us"]
                                                  + (tau + 1) * p["stop_check_us"]) / 1e3
-               + tree * (p["steps"] + 1) * p["tree_plan_us"] / 1e3
+               + tree * ((p["steps"] + 1) * p["tree_plan_us"] + p["tree_verify_plan_extra_us"]
+                         + batch * p["tree_plan_us_per_request"]) / 1e3
                # batch expansion: every verify row's token ids copied into a sequence of its own (context-long)
                + batch * p["num_draft_tokens"] * _num(p["ctx"]) * p["host_expansion_us_per_row_token"] * batch_expansion(p)
                / 1e3)

@@ -193,6 +193,8 @@ def scenario_params(sc: Scenario) -> Params:
         "host_per_decode_step_ms": e.host_per_decode_step_ms,
         "stop_check_us": e.stop_check_us * float(w.stop_strings),  # zero unless the requests carry stop strings
         "tree_plan_us": e.tree_plan_us,
+        "tree_verify_plan_extra_us": e.tree_verify_plan_extra_us,
+        "tree_plan_us_per_request": e.tree_plan_us_per_request,
         "verify_batch_expansion": float(e.verify_batch_expansion),
         "host_expansion_us_per_row_token": e.host_expansion_us_per_row_token,
         "tree_host_syncs_per_cycle": float(e.tree_host_syncs_per_cycle),

@@ -456,6 +456,13 @@ class Engine(_Model):
         0.0, ge=0, le=1e6, description="host us of one attention-backend plan call of a tree cycle (topk > 1) on a "
         "model without MLA: SGLang on Hopper runs such trees on FlashInfer, which plans on the host before each of "
         "the steps - 1 draft steps, the verify and the draft extend (steps + 1 plans per cycle); chains and MLA run FA3")
+    tree_verify_plan_extra_us: float = Field(
+        0.0, ge=0, le=1e6, description="host us the tree verify's plan (FlashInfer's prefill plan with the packed "
+        "custom mask: segment_packbits and its copies) costs over tree_plan_us, once per tree cycle on that path")
+    tree_plan_us_per_request: float = Field(
+        0.0, ge=0, le=1e4, description="host us per request per tree cycle on that path that the prefill plans "
+        "(verify and draft extend) add: FlashInfer's plan() takes the longest query and KV length with Python's "
+        "max() over the per-request tensors")
     tree_mask_attention_slowdown: float = Field(
         1.0, ge=1.0, le=100.0, description="a tree verify's attention on that path over the causal kernel's: its KV "
         "streaming time (and, without tree_attention_fa2_custom_mask, its compute time) times this")

@@ -578,3 +578,27 @@ def test_the_tree_plans_host_cost_is_the_measured_one_and_grows_with_the_batch_f
     tree_growth = (host_ms(4, 64) - host_ms(4, 1)) - (host_ms(4, 64, **zero) - host_ms(4, 1, **zero))
     assert tree_growth == pytest.approx(63 * per_req / 1e3, rel=1e-9)
     assert host_ms(1, 64) == pytest.approx(host_ms(1, 64, **zero), rel=1e-12)
+
+
+def test_specsim_measure_reproduces_the_flashinfer_tree_kernel_on_another_h200():
+    """`specsim measure gpu --sections flashinfer --quick`, run on a second lent H200 box, wrote a valid profile whose
+    12 kernel timings repeat the first box's dataset within 3 % each (GPU time is the GPU's; the plan() host times,
+    the box's host, differ up to 2x); the preset predicts them within 25 % each."""
+    from specsim.analysis import tree_fit
+    from specsim.measure.profile import validate_profile
+
+    q = _load("h200-measure-flashinfer-quick.json")
+    assert validate_profile(q, strict=False) == []
+    assert q["provenance"]["command"].split()[1:4] == ["specsim/measure/__main__.py", "gpu", "--sections"]
+    pts = tree_fit.usable(q["flashinfer"]["points"])
+    assert len(pts) == 12
+    box1 = {(r["heads"], r["batch"], r["ctx"], r["qo_len"]): r for r in _load("h200-flashinfer-tree.json")["rows"]
+            if r["kernel"] == "prefill_paged"}
+    for r in pts:
+        r1 = box1[(r["heads"], r["batch"], r["ctx"], r["qo_len"])]
+        assert r["custom_mask_gpu_ms"] == pytest.approx(r1["custom_mask_gpu_ms"], rel=0.03)
+        assert r["causal_gpu_ms"] == pytest.approx(r1["causal_gpu_ms"], rel=0.05)
+    e = json.loads((ROOT / "models" / "engines.json").read_text())["sglang"]["engine"]
+    x = [e[k] for k in tree_fit.ENGINE_FIELDS]
+    for p, r in zip(tree_fit.point_params(pts), pts):
+        assert tree_fit.modeled_us(p, r, x) == pytest.approx(r["custom_mask_gpu_ms"] * 1e3, rel=0.25)

@@ -602,3 +602,18 @@ def test_specsim_measure_reproduces_the_flashinfer_tree_kernel_on_another_h200()
     x = [e[k] for k in tree_fit.ENGINE_FIELDS]
     for p, r in zip(tree_fit.point_params(pts), pts):
         assert tree_fit.modeled_us(p, r, x) == pytest.approx(r["custom_mask_gpu_ms"] * 1e3, rel=0.25)
+
+
+def test_a_profile_with_too_few_flashinfer_points_keeps_the_presets_tree_numbers(tmp_path):
+    from specsim.analysis.build import build_scenario
+    from specsim.analysis.profile_fit import apply_profile
+
+    prof = json.loads((ROOT / "models" / "profiles" / "h200.json").read_text())
+    prof["flashinfer"] = {"points": _load("h200-flashinfer-tree.json")["rows"][:3]}
+    path = tmp_path / "p.json"
+    path.write_text(json.dumps(prof))
+    base = build_scenario(model="qwen3-8b", gpu="h200", tp=1, engine="sglang")
+    sc = apply_profile(base, str(path))
+    assert "nothing fitted" in sc.provenance["profile"]["fit"]["residuals"]["flashinfer_tree"]["note"]
+    for k in ("tree_mask_attention_slowdown", "tree_mask_attention_flop_efficiency", "tree_plan_us_per_request"):
+        assert getattr(sc.engine, k) == getattr(base.engine, k)

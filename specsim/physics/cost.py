@@ -362,11 +362,13 @@ def target_forward_ms(p: Params, tokens_per_request, batch=None, ctx=None, graph
 
 
 def draft_forward_ms(p: Params, tokens_per_request, batch=None, ctx=None, graph=None, fuse=False,
-                     keep_rows: bool = False, last_logits: bool = False) -> dict:
+                     keep_rows: bool = False, last_logits: bool = False, branches: bool = False) -> dict:
     """One EAGLE-3 head forward on one TP rank (ms by component); ``fuse`` adds the 3-state fc; ``last_logits``:
-    its lm_head over each request's last token only (the draft extend of a prefill)."""
+    its lm_head over each request's last token only (the draft extend of a prefill); ``branches``: a draft step,
+    whose ``tokens_per_request`` rows are the tree's topk branches (see :func:`~.operators.draft_ops`)."""
     graph = p["graph_draft"] if graph is None else graph
-    return _forward(lambda: draft_ops(p, tokens_per_request, batch, ctx, graph, fuse, last_logits), p, graph, keep_rows)
+    return _forward(lambda: draft_ops(p, tokens_per_request, batch, ctx, graph, fuse, last_logits, branches), p, graph,
+                    keep_rows)
 
 
 def _forward(build, p: Params, graph, keep_rows: bool) -> dict:

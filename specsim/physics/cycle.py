@@ -135,7 +135,7 @@ def cycle_gpu_ms(p: Params, verify_parts: dict | None = None) -> dict:
 
     # draft: steps-1 head forwards of width topk, captured together in one graph
     bd, gd = graph_batch(p, batch, p["graph_draft"])
-    fwd = draft_forward_ms(p, topk, batch=bd, graph=gd)
+    fwd = draft_forward_ms(p, topk, batch=bd, graph=gd, branches=True)
     n_fwd = _maximum(steps - 1.0, 0.0)
     per_step_ms = fwd["total"] - gd * p["graph_fixed_us"] / 1e3
     # softmax + top-k over the draft vocabulary for every row (B x topk) each step, two kernels

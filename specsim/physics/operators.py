@@ -469,12 +469,30 @@ def target_ops(p: Params, tokens_per_request, batch=None, ctx=None, graph=None, 
     return ops
 
 
+def _draft_attention(p: Params, L, b, w, ctx_eff, kv_r, heads_r, d, branches: bool) -> Op:
+    """The draft layer's attention: w query rows per request over its KV, or, for a draft step's branches on the
+    FlashInfer tree path (``engine.tree_attention_fa2_custom_mask``, topk > 1, no MLA), b x w one-query rows."""
+    kv_bytes, flops_key = 2 * kv_r * d * p["bytes_kv"], 4 * kv_r * (heads_r / kv_r) * d
+    own = host_planned_tree(p) * p["tree_fa2_custom_mask"] if branches else 0.0
+    if np.ndim(own) == 0 and not own:
+        return _attention("attention", L, p, b, w, ctx_eff, kv_bytes, heads_r / kv_r, flops_key,
+                          (w > 1) if np.ndim(w) else bool(w > 1), work_items=b * kv_r)
+    # a blend of the two per point: own = 1 gives B x topk rows of one query each, own = 0 the shared read
+    b_att, w_att = b * (1 + own * (w - 1)), w - own * (w - 1)
+    multi = (w_att > 1) if np.ndim(w_att) else bool(w_att > 1)
+    return _attention("attention", L, p, b_att, w_att, ctx_eff, kv_bytes, heads_r / kv_r, flops_key, multi,
+                      work_items=b_att * kv_r)
+
+
 def draft_ops(p: Params, tokens_per_request, batch=None, ctx=None, graph=None, fuse=False,
-              last_logits: bool = False) -> list[Op]:
+              last_logits: bool = False, branches: bool = False) -> list[Op]:
     """Operators of one EAGLE-3 head forward (one Llama-style layer on [embedding; hidden]).
 
     ``fuse`` adds the fc that fuses 3 target hidden states (draft-extend). The head's lm_head
     runs over every row (B x topk per draft step), then a softmax + top-k over its vocabulary.
+    ``branches`` (a draft step's rows are the tree's topk branches): on the FlashInfer tree path each branch decodes
+    as a row of its own over the whole prefix (B x topk one-query rows, each reading its KV:
+    ``calibration/datasets/h200-flashinfer-plan-profile.json``), else a request's rows read its KV once.
     """
     w = _num(tokens_per_request)
     b = _num(p["batch"] if batch is None else batch)
@@ -496,8 +514,7 @@ def draft_ops(p: Params, tokens_per_request, batch=None, ctx=None, graph=None, f
         _gemm("fc_fuse_hidden", "mlp", f * (p["draft_fuse"] > 0), p, n, p["draft_fuse"] * p["hidden"], h, by, fl),
         _gemm("qkv_proj", "attention", L, p, n, 2 * h, (heads_r + 2 * kv_r) * d, by, fl),
         _gemm("o_proj", "attention", L, p, n, heads_r * d, h, by, fl),
-        _attention("attention", L, p, b, w, ctx_eff, 2 * kv_r * d * p["bytes_kv"], heads_r / kv_r,
-                   4 * kv_r * (heads_r / kv_r) * d, (w > 1) if np.ndim(w) else bool(w > 1), work_items=b * kv_r),
+        _draft_attention(p, L, b, w, ctx_eff, kv_r, heads_r, d, branches),
         _gemm("gate_up_proj", "mlp", L, p, n, h, 2 * inter, by, fl),
         _gemm("down_proj", "mlp", L, p, n, inter, h, by, fl),
     ]

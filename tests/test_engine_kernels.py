@@ -240,3 +240,21 @@ def test_the_tree_attention_terms_cost_the_same_one_point_at_a_time_and_as_array
         one = verify_breakdown({**p, "topk": float(topk[i]), "batch": float(batch[i])}, num_draft_tokens=float(width[i]))
         assert float(one["attention"]) == pytest.approx(vec["attention"][i], rel=1e-12)
         assert float(one["total"]) == pytest.approx(vec["total"][i], rel=1e-12)
+
+
+def test_a_mixed_chain_and_tree_point_set_costs_each_point_as_its_own_scenario():
+    """throughput() over chains and trees at once (the tree path's verify kernel, per-branch draft reads and plan
+    costs per point) equals each point evaluated alone."""
+    from specsim.physics.cycle import throughput
+
+    sc = specsim.build_scenario(model="qwen3-8b", gpu="h100", tp=1, engine="sglang", steps=3, topk=4, draft_tokens=8)
+    p = scenario_params(sc)
+    topk, batch = np.array([1.0, 2.0, 4.0, 4.0]), np.array([1.0, 16.0, 64.0, 8.0])
+    ndt, tau = np.array([4.0, 6.0, 8.0, 22.0]), np.array([2.0, 2.2, 2.5, 2.9])
+    vec = throughput({**p, "topk": topk, "batch": batch, "num_draft_tokens": ndt}, tau)
+    for i in range(4):
+        one = throughput({**p, "topk": float(topk[i]), "batch": float(batch[i]), "num_draft_tokens": float(ndt[i])},
+                         float(tau[i]))
+        assert float(one["tok_s"]) == pytest.approx(vec["tok_s"][i], rel=1e-12)
+        for k in one["phases"]:
+            assert float(one["phases"][k]) == pytest.approx(vec["phases"][k][i], rel=1e-12)

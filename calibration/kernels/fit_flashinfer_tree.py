@@ -33,15 +33,16 @@ DATASET = ROOT / "calibration" / "datasets" / "h200-flashinfer-tree.json"
 ENGINES = ("sglang", "sglang-v2")
 
 
-def points() -> list[dict]:
-    return tree_fit.usable(json.loads(DATASET.read_text(encoding="utf-8"))["rows"])
+def rows() -> list[dict]:
+    return json.loads(DATASET.read_text(encoding="utf-8"))["rows"]
 
 
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--write", action="store_true", help="write the fit into models/engines.json")
     args = ap.parse_args()
-    pts = points()
+    all_rows = rows()
+    pts = tree_fit.usable(all_rows)
     f = tree_fit.fit(pts)
     print("  ".join(f"{k} = {v:.4g}" for k, v in f["values"].items()))
     print(f"{f['points']} points: MAPE {f['mape_pct']:.1f} %, worst {f['worst_pct']:.1f} %, "
@@ -49,7 +50,7 @@ def main() -> None:
     for r, e in zip(pts, f["errors_pct"]):
         print(f"  {r['num_qo_heads']}q{r['num_kv_heads']}kv B={r['batch']:3d} ctx={r['ctx']:5d} k={r['qo_len']:3d}: "
               f"measured {r['custom_mask_gpu_ms'] * 1e3:7.1f} us, modeled {e:+.1f} %")
-    plans = tree_fit.plan_costs(json.loads(DATASET.read_text(encoding="utf-8"))["rows"])
+    plans = tree_fit.plan_costs(all_rows)
     print(f"plan() host us: custom mask {plans['custom_mask_plan_us'][0]:.0f} + {plans['custom_mask_plan_us'][1]:.2f} x B, "
           f"causal {plans['causal_plan_us'][0]:.0f} + {plans['causal_plan_us'][1]:.2f} x B ({plans['points']} points): "
           f"tree_verify_plan_extra_us = {plans['tree_verify_plan_extra_us']:.1f}, "

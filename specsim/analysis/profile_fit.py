@@ -168,24 +168,23 @@ def fit_profile(profile: dict, gpu) -> ProfileFit:
         out.gpu.update({k: v for k, v in vals.items() if k.startswith("moe_cta") or k == "sm_count"})
         out.engine.update({k: v for k, v in vals.items() if k in ("moe_mem_efficiency", "moe_wide_tile_mem_efficiency")})
         out.residuals["moe"] = res
-    fi_points = profile.get("flashinfer", {}).get("points") or []
-    if fi_points:
+    if profile.get("flashinfer", {}).get("points"):
         from . import tree_fit
 
-        if len(tree_fit.usable(fi_points)) < tree_fit.MIN_POINTS:  # too few to fit: the presets' numbers stay
-            out.residuals["flashinfer_tree"] = {"note": f"{len(tree_fit.usable(fi_points))} usable custom-mask points, "
+        fi_points = profile["flashinfer"]["points"]
+        n_usable = len(tree_fit.usable(fi_points))
+        if n_usable < tree_fit.MIN_POINTS:  # too few to fit: the presets' numbers stay
+            out.residuals["flashinfer_tree"] = {"note": f"{n_usable} usable custom-mask points, "
                                                         f"fewer than {tree_fit.MIN_POINTS}: nothing fitted"}
-            fi_points = []
-    if fi_points:
-        # relative to this profile's own attention terms, where it has them
-        f = tree_fit.fit(fi_points, gpu, out.gpu,
-                         {k: v for k, v in out.engine.items() if k.startswith("attention_")})
-        out.engine.update(f["values"])
-        out.engine["tree_attention_fa2_custom_mask"] = True
-        plans = tree_fit.plan_costs(fi_points)  # this host's plan() calls
-        if plans:
-            out.engine.update({k: plans[k] for k in tree_fit.PLAN_FIELDS})
-        out.residuals["flashinfer_tree"] = {k: f[k] for k in ("points", "mape_pct", "worst_pct", "within_15_pct")}
+        else:
+            # relative to this profile's own attention terms, where it has them
+            f = tree_fit.fit(fi_points, gpu, out.gpu, {k: v for k, v in out.engine.items() if k.startswith("attention_")})
+            out.engine.update(f["values"])
+            out.engine["tree_attention_fa2_custom_mask"] = True
+            plans = tree_fit.plan_costs(fi_points)  # this host's plan() calls
+            if plans:
+                out.engine.update({k: plans[k] for k in tree_fit.PLAN_FIELDS})
+            out.residuals["flashinfer_tree"] = {k: f[k] for k in ("points", "mape_pct", "worst_pct", "within_15_pct")}
     return out
 
 

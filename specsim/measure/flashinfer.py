@@ -11,28 +11,16 @@ and a CUDA GPU.
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 import time
 
-from .moe import kernels_dir
+from .moe import kernel_script
 
 SCRIPT = "flashinfer_tree.py"
 QUICK = dict(batches=(1, 16, 64), ctxs=(512,), qo_lens=(4, 22))
 
 
 def _script():
-    name = "specsim_flashinfer_tree"
-    if name not in sys.modules:
-        spec = importlib.util.spec_from_file_location(name, kernels_dir() / SCRIPT)
-        mod = importlib.util.module_from_spec(spec)
-        sys.modules[name] = mod
-        try:
-            spec.loader.exec_module(mod)
-        except BaseException:
-            del sys.modules[name]
-            raise
-    return sys.modules[name]
+    return kernel_script(SCRIPT, "specsim_flashinfer_tree")
 
 
 def run_flashinfer(c) -> dict:

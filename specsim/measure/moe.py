@@ -29,10 +29,10 @@ def kernels_dir() -> Path:
     raise FileNotFoundError(f"{SCRIPT} (calibration/kernels) is not part of this copy of specsim")
 
 
-def _script():
-    name = "specsim_sglang_fused_moe"
+def kernel_script(filename: str, name: str):
+    """A benchmark script of :func:`kernels_dir`, loaded by path once per process as module ``name``."""
     if name not in sys.modules:
-        spec = importlib.util.spec_from_file_location(name, kernels_dir() / SCRIPT)
+        spec = importlib.util.spec_from_file_location(name, kernels_dir() / filename)
         mod = importlib.util.module_from_spec(spec)
         sys.modules[name] = mod
         try:
@@ -41,6 +41,10 @@ def _script():
             del sys.modules[name]  # no half-loaded module for the next call
             raise
     return sys.modules[name]
+
+
+def _script():
+    return kernel_script(SCRIPT, "specsim_sglang_fused_moe")
 
 
 def run_moe(c) -> dict:

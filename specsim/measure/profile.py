@@ -187,17 +187,23 @@ def _in_range(v, lo, hi, field, problems) -> None:
         problems.append(f"{field}: got {_short(v)}; allowed {lo:g} to {hi:g}")
 
 
-def _check_moe(m, problems: list[str]) -> None:
-    """The moe section: points of SGLang's fused MoE kernel, as ``calibration/kernels/sglang_fused_moe.py`` writes them."""
+def _section_points(m, section: str, max_points: int, problems: list[str]):
+    """(field name, point) for each object among a section's 1 to ``max_points`` points; the rest are problems."""
     pts = m.get("points") if isinstance(m, dict) else None
-    if not isinstance(pts, list) or not pts or len(pts) > MOE_POINTS_MAX:
-        problems.append(f"moe.points: must be a list of 1 to {MOE_POINTS_MAX} points")
+    if not isinstance(pts, list) or not pts or len(pts) > max_points:
+        problems.append(f"{section}.points: must be a list of 1 to {max_points} points")
         return
     for i, p in enumerate(pts):
-        f = f"moe.points[{i}]"
+        f = f"{section}.points[{i}]"
         if not isinstance(p, dict):
             problems.append(f"{f}: must be an object")
             continue
+        yield f, p
+
+
+def _check_moe(m, problems: list[str]) -> None:
+    """The moe section: points of SGLang's fused MoE kernel, as ``calibration/kernels/sglang_fused_moe.py`` writes them."""
+    for f, p in _section_points(m, "moe", MOE_POINTS_MAX, problems):
         if not isinstance(p.get("shape"), str) or not p["shape"]:
             problems.append(f"{f}.shape: must be a non-empty string")
         if p.get("part") not in ("gate_up", "down"):
@@ -225,15 +231,7 @@ FLASHINFER_POINTS_MAX = 10_000
 
 def _check_flashinfer(m, problems: list[str]) -> None:
     """The flashinfer section: FA2 prefill (and decode) calls, as ``calibration/kernels/flashinfer_tree.py`` writes them."""
-    pts = m.get("points") if isinstance(m, dict) else None
-    if not isinstance(pts, list) or not pts or len(pts) > FLASHINFER_POINTS_MAX:
-        problems.append(f"flashinfer.points: must be a list of 1 to {FLASHINFER_POINTS_MAX} points")
-        return
-    for i, p in enumerate(pts):
-        f = f"flashinfer.points[{i}]"
-        if not isinstance(p, dict):
-            problems.append(f"{f}: must be an object")
-            continue
+    for f, p in _section_points(m, "flashinfer", FLASHINFER_POINTS_MAX, problems):
         kernel = p.get("kernel")
         if kernel not in ("prefill_paged", "decode_paged"):
             problems.append(f"{f}.kernel: got {_short(kernel)}; allowed: 'prefill_paged' or 'decode_paged'")

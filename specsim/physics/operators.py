@@ -279,6 +279,7 @@ def _gqa_ops(p: Params, gqa, L, fused, n, h, b, w, multi, heads_r, kv_r, ctx_eff
     # unpacked GQA (repeat_kv, or a kernel that does not pack a KV head's queries) reads each KV head per query head
     unpack = _where(multi, p["attention_unpacked_multi_token"], p["attention_unpacked_decode"])
     kv_read_heads = kv_r + unpack * (heads_r - kv_r)
+    tree = host_planned_tree(p) * multi  # a tree verify on the host-planned (FlashInfer) path
     return [
         _gemm("qkv_proj", "attention", gqa * L * fused, p, n, h, (heads_r + 2 * kv_r) * d, ba, fa),
         _gemm("q_proj", "attention", gqa * L * (1 - fused), p, n, h, heads_r * d, ba, fa),
@@ -286,8 +287,7 @@ def _gqa_ops(p: Params, gqa, L, fused, n, h, b, w, multi, heads_r, kv_r, ctx_eff
         _gemm("o_proj", "attention", gqa * L, p, n, heads_r * d, h, ba, fa),
         _attention("attention_gqa", gqa * L, p, b, w, ctx_eff, 2 * kv_read_heads * d * p["bytes_kv"], heads_r / kv_r,
                    4 * kv_r * (heads_r / kv_r) * d, multi, work_items=b * kv_read_heads,
-                   slowdown=1.0 + (p["tree_mask_attention_slowdown"] - 1.0) * host_planned_tree(p) * multi,
-                   fa2_tree=host_planned_tree(p) * multi * p["tree_fa2_custom_mask"]),
+                   slowdown=1.0 + (p["tree_mask_attention_slowdown"] - 1.0) * tree, fa2_tree=tree * p["tree_fa2_custom_mask"]),
         _elem("qk_norm", "attention", gqa * L * p["qk_norm_kernels"], p, n * (heads_r + kv_r) * d * ACT_BYTES),
         _elem("rope", "attention", gqa * L, p, 2 * n * (heads_r + kv_r) * d * ACT_BYTES),
         # the engine's kernels write K and V (two index_put, or one, or none where the rotary kernel writes them)

@@ -2,13 +2,15 @@
 
     python benchmarks/bench_predict.py [--runs 7] [--points 1000000] [--grid 1000000]
 
-(a) ``specsim predict`` cold: a fresh interpreter per run (median of ``--runs``), against
+(a) ``specsim predict --steps 2 --accept 2.1`` cold (the built-in scenario, whose run the record path
+    builds without pydantic: :func:`specsim.analysis.build.build_record`): a fresh interpreter per run (median of ``--runs``), against
     ``python -c "import numpy, pydantic, typer"`` timed the same way on the same machine; target
     at most 1.3x. Beside it, the floor: a bare typer app with one command of as many options
     as ``predict`` and no other work, so the share that typer itself costs (typer >= 0.2x
     coerces every option through a pydantic TypeAdapter) is told apart from specsim's own; and a
     second floor, the baseline plus one one-field pydantic model: ``import pydantic`` is lazy, so
-    the baseline does not load the machinery that any pydantic schema (specsim's, typer's) needs.
+    the baseline does not load the machinery that any pydantic schema (specsim's, typer's) needs. And a new
+    deployment from presets (``--model ... --gpu ... --tp ...``), which goes through the schema.
 (b) one library ``specsim.predict(...)`` call, warm, every call a deployment never evaluated
     before (steps, accept length and context change), so nothing is reused; target <= 1 ms.
     Beside it: one deployment with steps and accept varying (the decode step and the cycle's GPU
@@ -83,15 +85,17 @@ PYDANTIC_FLOOR_CODE = ("import numpy, pydantic, typer\nfrom pydantic import Base
                        "class One(BaseModel):\n    x: float = Field(1.0, ge=0)\nOne(x=2.0)")
 
 
-def cold_start(runs: int) -> tuple[float, float, float, float, int]:
+def cold_start(runs: int) -> tuple[float, float, float, float, float, int]:
     """Median cold seconds of (specsim predict, the import baseline, a bare typer app of as many
-    options, the baseline plus one one-field pydantic model)."""
+    options, the baseline plus one one-field pydantic model, specsim predict of a new deployment)."""
     n_opt = _predict_option_count()
     base_cmd = [sys.executable, "-c", "import numpy, pydantic, typer"]
     cli_cmd = [sys.executable, "-m", "specsim", "predict", "--steps", "2", "--accept", "2.1"]
     floor_cmd = [sys.executable, "-c", _typer_floor_code(n_opt), "predict", "--o0", "2"]
     pydantic_floor_cmd = [sys.executable, "-c", PYDANTIC_FLOOR_CODE]
-    cmds = (base_cmd, cli_cmd, floor_cmd, pydantic_floor_cmd)
+    fresh_cmd = [sys.executable, "-m", "specsim", "predict", "--model", "llama-3.1-8b", "--gpu", "h100", "--tp", "1",
+                 "--steps", "3", "--accept", "2.5"]
+    cmds = (base_cmd, cli_cmd, floor_cmd, pydantic_floor_cmd, fresh_cmd)
     # warm the file cache, and write the bytecode an installed package has (pip compiles at install; an editable
     # checkout under PYTHONDONTWRITEBYTECODE would otherwise compile specsim's modules from source every run)
     env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
@@ -101,8 +105,8 @@ def cold_start(runs: int) -> tuple[float, float, float, float, int]:
     for _ in range(runs):  # interleaved, so machine noise hits all alike
         for c, t in zip(cmds, times):
             t.append(_cold(c, 1))
-    base, cli, floor, model = (statistics.median(t) for t in times)
-    return cli, base, floor, model, n_opt
+    base, cli, floor, model, fresh = (statistics.median(t) for t in times)
+    return cli, base, floor, model, fresh, n_opt
 
 
 def library_call() -> tuple[float, float, float]:
@@ -194,7 +198,7 @@ def main() -> None:
     ap.add_argument("--grid", type=int, default=1_000_000, help="grid sweep configurations (1e6 to 1e7)")
     args = ap.parse_args()
 
-    cli_s, base_s, floor_s, pydantic_floor_s, n_opt = cold_start(args.runs)
+    cli_s, base_s, floor_s, pydantic_floor_s, fresh_cli_s, n_opt = cold_start(args.runs)
     fresh_ms, varied_ms, same_ms = library_call()
     flat = flat_random(args.points)
     n_grid, grid = grid_sweep(args.grid)
@@ -209,6 +213,8 @@ def main() -> None:
           f"= {floor_s / base_s:.2f}x (typer's per-option coercion; specsim's own share: {(cli_s - floor_s) * 1e3:.0f} ms)")
     print(f"    floor: the baseline + one one-field pydantic model (any schema loads pydantic's machinery): "
           f"{pydantic_floor_s * 1e3:.0f} ms = {pydantic_floor_s / base_s:.2f}x")
+    print(f"    a new deployment, `specsim predict --model llama-3.1-8b --gpu h100 --tp 1 ...` (built from presets through "
+          f"the schema, so pydantic's machinery loads): {fresh_cli_s * 1e3:.0f} ms = {fresh_cli_s / base_s:.2f}x")
     row("(b) specsim.predict(...), a new deployment every call", f"{fresh_ms:.3f} ms/call", "<= 1 ms", fresh_ms <= 1.0)
     print(f"    one deployment, steps and accept vary (decode step and GPU phases reused): {varied_ms:.3f} ms/call; "
           f"the same arguments every call: {same_ms:.3f} ms/call")

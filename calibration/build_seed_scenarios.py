@@ -189,6 +189,8 @@ def main() -> None:
         if tuned:
             pts = [{"tokens": 3, "ms": tgt["verify_tuned_3_ms"], "derived": "25.6 ms x (1 - 0.27)"}]
         d["provenance"]["verify_points"] = pts
+        # the schema's canonical dump (every field, defaults included): what specsim's start-up path reads unvalidated
+        d = Scenario.model_validate(d).model_dump(mode="json")
         (out / f"{name}.json").write_text(json.dumps(d, indent=1) + "\n")
     print(json.dumps({"fitted": x, "checks": checks}, indent=1))
 

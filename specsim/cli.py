@@ -201,7 +201,7 @@ def predict(
 
     Example: specsim predict --model llama-3.1-70b --gpu h100 --tp 4 --steps 3 --accept 2.8
     """
-    from .analysis.build import build_scenario
+    from .analysis.build import build_scenario, build_view
     from .analysis.predict import evaluate
 
     scenario, kw = _split_scenario(deploy or {})
@@ -214,7 +214,7 @@ def predict(
         check_run_lengths(prompt_tokens, output_tokens)
         if prompt_tokens is not None and "ctx" not in kw:
             kw["ctx"] = run_ctx(prompt_tokens, output_tokens)  # the run's mean decode context, unless --ctx says otherwise
-    sc = build_scenario(scenario, **kw)
+    sc = build_scenario(scenario, **kw) if requests is not None else build_view(scenario, **kw)
     res = evaluate(sc)
     run = None
     if requests is not None:

@@ -3,10 +3,15 @@
 from __future__ import annotations
 
 import re
+from typing import TYPE_CHECKING
 
 from ..errors import SpecsimError
-from ..io.presets import get_engine, get_gpu, get_model, load_scenario, moe_config_tuned, preset_key, scenario_from_dict
-from ..physics.schema import Engine, Parallel, Scenario, Speculation, Workload, check_field, field_range
+from ..io.packagedata import DEFAULT_SCENARIO, builtin_scenario_data, builtin_scenarios, preset_key
+from ..physics.rules import LIMITS, check_limit
+
+if TYPE_CHECKING:
+    from ..physics.record import Record
+    from ..physics.schema import Scenario
 
 
 def check_running_cap(value, flag: str = "max-running-requests") -> int:
@@ -15,14 +20,14 @@ def check_running_cap(value, flag: str = "max-running-requests") -> int:
     import numbers
 
     if not isinstance(value, numbers.Integral) or isinstance(value, bool):
-        lo, hi = field_range(Engine, "max_running_requests")
+        lo, hi = LIMITS["Engine.max_running_requests"]
         raise SpecsimError(flag, value, f"allowed: an integer in [{lo}, {hi}]")
-    return int(check_field(Engine, "max_running_requests", int(value), flag))
+    return int(check_limit("Engine.max_running_requests", int(value), flag))
 
 
 def check_tp(tp: int, target_heads: int, draft_heads: int) -> None:
     """TP must be in the schema's range and divide the attention heads of the target and of the draft head."""
-    check_field(Parallel, "tp", tp, "tp")
+    check_limit("Parallel.tp", tp, "tp")
     for who, heads in (("target", target_heads), ("draft", draft_heads)):
         if heads % tp:
             ok = [d for d in range(1, heads + 1) if heads % d == 0]
@@ -86,6 +91,8 @@ def set_moe_prior(engine: dict, preset, target: dict) -> None:
 def set_moe_config(data: dict) -> None:
     """A deployment on an engine with Triton fused-MoE tiles runs a tuned config table where the engine ships
     one for its experts, TP and GPU (:func:`~specsim.io.presets.moe_config_tuned`), else the default config."""
+    from ..io.presets import moe_config_tuned
+
     eng, t = data["engine"], data["target"]
     if eng.get("moe_tiles", "none") == "none" or not t.get("moe"):
         return
@@ -115,6 +122,8 @@ def fresh_scenario(model: str, gpu: str, tp: int, engine: str | None = None, *, 
     """A new deployment from presets only: no fitted parameter, measurement, calibration or provenance of
     any other scenario. Named ``<model>-<gpu>-tp<N>-<engine>``; acceptance is the generic EAGLE-3 profile
     until the caller gives its own."""
+    from ..io.presets import get_engine, get_gpu, get_model, scenario_from_dict
+
     target, draft = get_model(model)
     assumed = [v for k, v in target.sources.items() if k.startswith("assumed_")]  # a config.json's gaps
     g, ar = get_gpu(gpu)
@@ -195,13 +204,15 @@ def build_scenario(
     * ``accept`` keeps the profile shape of the scenario's acceptance; a step change without
       ``accept`` carries the per-position profile, not tau.
     """
+    from ..io.presets import get_engine, get_gpu, load_scenario, scenario_from_dict
+    from ..physics.schema import Scenario
+
     sc = scenario if isinstance(scenario, Scenario) else load_scenario(scenario)
-    for val, model_cls, fld, flag in ((batch, Workload, "batch", "batch"), (ctx, Workload, "ctx", "ctx"),
-                                      (tp, Parallel, "tp", "tp"), (steps, Speculation, "steps", "steps"),
-                                      (topk, Speculation, "topk", "topk"),
-                                      (draft_tokens, Speculation, "num_draft_tokens", "draft-tokens")):
+    for val, name, flag in ((batch, "Workload.batch", "batch"), (ctx, "Workload.ctx", "ctx"), (tp, "Parallel.tp", "tp"),
+                            (steps, "Speculation.steps", "steps"), (topk, "Speculation.topk", "topk"),
+                            (draft_tokens, "Speculation.num_draft_tokens", "draft-tokens")):
         if val is not None:
-            check_field(model_cls, fld, val, flag)  # ranges live in the schema
+            check_limit(name, val, flag)  # the schema's ranges (physics.rules.LIMITS)
     if gpu is not None and model is None and engine is None:
         g, ar = get_gpu(gpu)
         if g.name == sc.gpu.name:
@@ -276,6 +287,90 @@ def build_scenario(
         data["name"] = f"{data['name']}+dtype={dtype}"
     if isinstance(data["target"], dict):  # (kept as validated objects, the deployment's TP was checked when built)
         check_tp(data["parallel"]["tp"], data["target"]["attention"]["num_heads"], data["draft"]["num_heads"])
+    _apply_run_overrides(data, notes, fresh_acceptance, lambda d: scenario_from_dict(d, "scenario"), steps=steps, topk=topk,
+                         draft_tokens=draft_tokens, accept=accept, accept_rates=accept_rates, batch=batch, ctx=ctx,
+                         stop_strings=stop_strings, graph_max=graph_max, max_running_requests=max_running_requests)
+    if redeployed:
+        set_moe_config(data)
+    out = scenario_from_dict(data, "scenario")
+    if profile is not None:
+        from .profile_fit import apply_profile
+
+        out = apply_profile(out, profile)
+    return out
+
+
+
+#: the overrides :func:`build_record` takes, each with the plain type it must have (others go to the schema)
+_RUN_OVERRIDES = {"steps": int, "topk": int, "draft_tokens": int, "batch": int, "ctx": int, "graph_max": int,
+                  "max_running_requests": int, "stop_strings": bool, "accept": float, "accept_rates": list}
+
+
+class _NotVouched(Exception):
+    """The record path cannot vouch for a build: :func:`build_scenario` takes it (and names any problem)."""
+
+
+def _vouched(data: dict) -> Record:
+    from ..physics.record import checked_scenario
+
+    rec = checked_scenario(data)
+    if rec is None:
+        raise _NotVouched
+    return rec
+
+
+def _plain_type(value, kind) -> bool:
+    from ..physics.rules import finite_number
+
+    if kind is float:
+        return finite_number(value)
+    if kind is list:
+        return isinstance(value, list) and len(value) <= 4096 and all(finite_number(v) for v in value)
+    return type(value) is kind
+
+
+def build_record(scenario: str | None = None, **overrides) -> Record | None:
+    """:func:`build_scenario` of a built-in scenario with the run's overrides only (steps, topk, draft tokens,
+    accept, accept rates, batch, ctx, stop strings, graph max, running cap), as a read-only
+    :class:`~specsim.physics.record.Record` and without loading pydantic: the scenario file is the schema's
+    canonical dump, and what the overrides change is checked with the schema's rules. None for anything else
+    (another base, a new deployment, a profile, a value not plainly of its type or not certainly valid)."""
+    given = {k: v for k, v in overrides.items() if v is not None}
+    if scenario is not None and not isinstance(scenario, str) or set(given) - set(_RUN_OVERRIDES):
+        return None
+    name = scenario if scenario is not None else DEFAULT_SCENARIO
+    if name not in builtin_scenarios() or not all(_plain_type(v, _RUN_OVERRIDES[k]) for k, v in given.items()):
+        return None
+    for key, limit, flag in (("batch", "Workload.batch", "batch"), ("ctx", "Workload.ctx", "ctx"),
+                             ("steps", "Speculation.steps", "steps"), ("topk", "Speculation.topk", "topk"),
+                             ("draft_tokens", "Speculation.num_draft_tokens", "draft-tokens")):
+        if key in given:
+            check_limit(limit, given[key], flag)
+    src = builtin_scenario_data(name)  # cached: copy what the overrides change (they replace, never mutate, the rest)
+    data = {**src, **{k: dict(src[k]) for k in ("speculation", "workload", "provenance") if k in src}}
+    data["engine"] = {**src["engine"], "sources": dict(src["engine"]["sources"])}
+    if "batch" in given or "ctx" in given:  # the recorded measurements belong to the measured setup
+        data["provenance"] = {k: v for k, v in data.get("provenance", {}).items() if k != "measured"}
+        if data.get("calibration"):
+            data["calibration"] = {k: v for k, v in data["calibration"].items() if k not in ("points", "residuals")}
+    try:
+        _apply_run_overrides(data, list(data.get("notes") or []), False, _vouched,
+                             **{k: overrides.get(k) for k in _RUN_OVERRIDES})
+        return _vouched(data)
+    except _NotVouched:
+        return None
+
+
+def build_view(scenario=None, **overrides) -> Record | Scenario:
+    """The scenario to evaluate: :func:`build_record`'s record where it can vouch for it, else
+    :func:`build_scenario`'s validated one. The same numbers either way (``tests/test_record.py``)."""
+    return build_record(scenario, **overrides) or build_scenario(scenario, **overrides)
+
+def _apply_run_overrides(data: dict, notes: list[str], fresh_acceptance: bool, make, *, steps, topk, draft_tokens, accept,
+                         accept_rates, batch, ctx, stop_strings, graph_max, max_running_requests) -> None:
+    """Apply the overrides of the run (speculation, acceptance, workload, the engine's captured sizes and running
+    cap) to a scenario's plain data, in place; ``make`` turns data into a scenario (for the acceptance a step change
+    carries over). The one place these rules live: :func:`build_scenario` and :func:`build_record` call it."""
     spec = data["speculation"]
     old_spec = dict(spec)  # the setting the scenario's accept length belongs to
     if steps is not None:
@@ -305,7 +400,7 @@ def build_scenario(
         # tau is tied to the steps it was measured at: carry the implied profile instead
         from ..physics.acceptance import rates_for
 
-        base = scenario_from_dict({**data, "speculation": old_spec}, "scenario")
+        base = make({**data, "speculation": old_spec})
         rates = rates_for(base, old_spec["steps"])
         data["acceptance"] = {"rates": [float(x) for x in rates], "source": old.get("source", "") + " (profile implied at the scenario's steps)"}
     elif fresh_acceptance:
@@ -334,14 +429,6 @@ def build_scenario(
         max_running_requests = check_running_cap(max_running_requests)
         data["engine"]["max_running_requests"] = max_running_requests
         data["engine"].setdefault("sources", {})["max_running_requests"] = f"--max-running-requests {max_running_requests} (user)"
-    if redeployed:
-        set_moe_config(data)
-    out = scenario_from_dict(data, "scenario")
-    if profile is not None:
-        from .profile_fit import apply_profile
-
-        out = apply_profile(out, profile)
-    return out
 
 
 def _model_key(sc: Scenario) -> str | None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -12,8 +13,11 @@ from ..physics.acceptance import expected_accept_length, rates_for  # noqa: F401
 from ..physics.cost import COMPONENTS
 from ..physics.cycle import PHASES, running, throughput, verify_breakdown
 from ..physics.params import scenario_params
-from ..physics.schema import Scenario
-from .build import build_scenario, check_tp  # noqa: F401  (re-exported)
+from .build import build_scenario, build_view, check_tp  # noqa: F401  (re-exported)
+
+if TYPE_CHECKING:
+    from ..physics.record import Record
+    from ..physics.schema import Scenario
 
 
 @dataclass
@@ -108,7 +112,7 @@ def kv_bytes_per_rank(sc: Scenario, tokens_per_request=None, *, tp=None, batch=N
     broadcast (the sweep's memory fit), and the result is an array."""
     import numpy as np
 
-    from ..physics.schema import DTYPE_BYTES
+    from ..physics.rules import DTYPE_BYTES
 
     t, a = sc.target, sc.target.attention
     tp = sc.parallel.tp if tp is None else tp
@@ -186,8 +190,8 @@ def running_cap_warnings(sc: Scenario) -> list[str]:
             f"of {cap} running while plain decode runs all {b}; give --max-running-requests to model a launch that raises it"]
 
 
-def evaluate(sc: Scenario) -> Prediction:
-    """Run the cost, cycle and acceptance models on one scenario."""
+def evaluate(sc: Scenario | Record) -> Prediction:
+    """Run the cost, cycle and acceptance models on one scenario (validated, or a record of one)."""
     p = scenario_params(sc)
     s = sc.speculation
     rates = rates_for(sc)
@@ -216,7 +220,7 @@ def evaluate(sc: Scenario) -> Prediction:
 
 def predict(scenario: str | Scenario | None = None, **overrides) -> Prediction:
     """Predict speculative tok/s: ``specsim.predict(steps=2, accept=2.1)`` on the default scenario."""
-    return evaluate(build_scenario(scenario, **overrides))
+    return evaluate(build_view(scenario, **overrides))
 
 
 @dataclass

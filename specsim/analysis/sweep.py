@@ -19,7 +19,7 @@ from ..physics import acceptance as acc
 from ..physics.acceptance import rates_for
 from ..physics.cycle import running, throughput
 from ..physics.params import allreduce_path_params, gpu_params, scenario_params
-from ..physics.schema import draft_tokens_for
+from ..physics.rules import draft_tokens_for
 from .build import build_scenario, check_tp
 
 MAX_STEPS = 64  # = the schema's Speculation.steps upper bound (checked in tests)

@@ -165,7 +165,7 @@ def whatif_tp(scenario=None, *, to: int, **overrides) -> WhatIf:
 
 def whatif_quant(scenario=None, *, dtype: str, target: str | None = None, **overrides) -> WhatIf:
     """Weights of one part (default: the routed experts of a MoE, every weight of a dense model) in ``dtype``."""
-    from ..physics.schema import DTYPE_BYTES
+    from ..physics.rules import DTYPE_BYTES
 
     if dtype not in DTYPE_BYTES:
         raise SpecsimError("dtype", dtype, f"choose one of: {', '.join(DTYPE_BYTES)}")

@@ -14,7 +14,6 @@ import contextvars
 import functools
 import math
 import os
-from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
@@ -262,6 +261,8 @@ def throughput(p: Params, tau, threads: int | None = None) -> dict:
 
     wanted = block_threads() if threads is None else max(1, int(threads))
     workers = min(wanted, len(blocks) - 1)  # the later blocks' pool; this thread computes the first meanwhile
+    from concurrent.futures import ThreadPoolExecutor
+
     pool = ThreadPoolExecutor(workers, thread_name_prefix="specsim-block") if wanted > 1 else None
     try:
         # the other blocks start at once, each in a copy of the caller's context (its numpy error state, np.errstate,

@@ -6,9 +6,14 @@ or a million: a sweep replaces any entry by an array and numpy broadcasting does
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 
-from .schema import DTYPE_BYTES, MAX_ALLREDUCE_CHAIN, Scenario
+from .rules import DTYPE_BYTES, MAX_ALLREDUCE_CHAIN
+
+if TYPE_CHECKING:
+    from .schema import Scenario
 
 Params = dict  # name -> float | np.ndarray
 
@@ -55,10 +60,10 @@ def gpu_params(g, dtypes, draft_dtype: str, block_scales: bool = True) -> Params
 def small_kernel_params(sc: Scenario) -> Params:
     """The small kernels each layer launches: the engine's defaults, with what its code for the target's
     architecture (``engine.model_kernels[target.architecture]``) launches beyond them."""
-    from .schema import ModelKernels
+    from .record import default_record
 
     e, t = sc.engine, sc.target
-    mk = e.model_kernels.get(t.architecture or "") or ModelKernels()
+    mk = e.model_kernels.get(t.architecture or "") or default_record("ModelKernels")
     shared = bool(t.moe and t.moe.num_shared_experts)
     # the engine runs one shared expert of the routed experts' width as one more routed expert (E + 1, top-k + 1)
     fusable = shared and t.moe.num_shared_experts == 1 and (t.moe.shared_intermediate or t.moe.expert_intermediate) \

@@ -7,23 +7,24 @@ what is assumed.
 
 from __future__ import annotations
 
-import math
 import re
 import typing
 from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationInfo, field_validator, model_validator
 
-DTYPE_BYTES: dict[str, float] = {
-    # bytes per weight element, including the scale overhead of group-quantised formats
-    "fp32": 4.0,
-    "bf16": 2.0,
-    "fp16": 2.0,
-    "fp8": 1.0 + 4.0 / 128 / 128,  # block-scaled 128x128 fp32 scales (DeepSeek-V3 style)
-    "int8": 1.0 + 2.0 / 128,  # per-group-128 bf16 scales
-    "int4": 0.5 + 2.0 / 32,  # group 32, bf16 scales (Kimi-K2 compressed-tensors, group_size 32)
-    "fp4": 0.5 + 1.0 / 16,  # NVFP4: fp8 scale per 16 elements
-}
+from .methods import AllReduceMethods, EngineMethods, GPUMethods
+from .rules import (  # noqa: F401  (DTYPE_BYTES, MAX_ALLREDUCE_CHAIN, draft_tokens_for: re-exported)
+    DTYPE_BYTES,
+    MAX_ALLREDUCE_CHAIN,
+    acceptance_problem,
+    bounds,
+    check_range,
+    draft_tokens_for,
+    finite_number,
+    scenario_problem,
+)
+
 Dtype = Literal["fp32", "bf16", "fp16", "fp8", "int8", "int4", "fp4"]
 
 
@@ -62,7 +63,6 @@ def _bad_scalar(v) -> bool:
 
 MIN_EFFICIENCY = 1e-4  # achieved / datasheet rate: below this no real kernel was measured (and rates divide by it)
 MIN_RATE = 1e6  # bytes (per second): the least bandwidth or capacity a device or link is given
-MAX_ALLREDUCE_CHAIN = 3  # all-reduce implementations one path may chain (one-shot -> two-shot -> NCCL)
 MAX_TEXT = 10_000  # characters in any text field (names, sources, notes): longer input is refused, not rendered
 
 
@@ -142,7 +142,7 @@ class _Model(BaseModel):
         return v
 
 
-class GPU(_Model):
+class GPU(GPUMethods, _Model):
     """One accelerator (per-device numbers, datasheet values with sources)."""
 
     name: str
@@ -194,11 +194,6 @@ class GPU(_Model):
             raise ValueError("peak_flops values must be in [1e9, 1e18] FLOP/s")
         return v
 
-    def flops_for(self, weight_dtype: str) -> float:
-        """Peak FLOP/s of the compute a weight dtype runs at (weight-only int4 computes in bf16)."""
-        compute = {"fp8": "fp8", "int8": "int8", "fp4": "fp4"}.get(weight_dtype, "bf16")
-        return self.peak_flops.get(compute, self.peak_flops["bf16"])
-
 
 def _first(bad: dict, n: int = 3) -> str:
     """The first ``n`` offending entries of a mapping, for a one-line error."""
@@ -206,7 +201,7 @@ def _first(bad: dict, n: int = 3) -> str:
     return str(dict(items[:n])) + (f" and {len(items) - n} more" if len(items) > n else "")
 
 
-class AllReduce(_Model):
+class AllReduce(AllReduceMethods, _Model):
     """An all-reduce implementation: t = alpha(tp) + bytes * 2(tp-1)/tp / bus(tp), up to its size limit;
     larger messages take ``fallback`` (a chain of at most three implementations). SGLang's and vLLM's
     custom all-reduce runs one-shot below 512 KiB at TP 4 (256 KiB at TP 6-8; any size at TP 2), two-shot
@@ -256,49 +251,6 @@ class AllReduce(_Model):
             raise ValueError(f"fallback: a chain of at most {MAX_ALLREDUCE_CHAIN} all-reduce implementations "
                              f"(this one has {depth})")
         return self
-
-    def alpha_at(self, tp: int) -> float:
-        """Latency at a TP size: exact entry, else linear in log2(TP) between entries and beyond."""
-        import numpy as np
-
-        if tp <= 1:
-            return 0.0
-        if tp in self.alpha_us:
-            return float(self.alpha_us[tp])
-        sizes = np.array(sorted(k for k in self.alpha_us if k > 1), dtype=float)
-        vals = np.array([self.alpha_us[int(k)] for k in sizes])
-        if len(sizes) == 1:
-            return float(vals[0])
-        x = np.log2(tp)
-        if x > np.log2(sizes[-1]):  # past the table: continue the last log-linear segment (more hops)
-            slope = (vals[-1] - vals[-2]) / (np.log2(sizes[-1]) - np.log2(sizes[-2]))
-            return float(vals[-1] + max(slope, 0.0) * (x - np.log2(sizes[-1])))
-        return float(np.interp(x, np.log2(sizes), vals))
-
-    def bus_at(self, tp: int) -> float:
-        """Bus bandwidth at a TP size (bytes/s): its own entry, else linear in log2(TP) between the listed sizes
-        (the nearest one's beyond them), else ``bus_bytes_per_s``."""
-        import numpy as np
-
-        table = self.bus_bytes_per_s_by_tp or {}
-        if tp in table:
-            return float(table[tp])
-        if not table:
-            return float(self.bus_bytes_per_s)
-        sizes = sorted(table)
-        return float(np.interp(np.log2(max(tp, 1)), np.log2(sizes), [table[t] for t in sizes]))
-
-    def max_bytes_at(self, tp: int) -> float | None:
-        """The largest message this implementation takes at a TP size (bytes; None: any size): its own entry,
-        else that of the next listed size up (the custom all-reduce's rule: one-shot below 512 KiB at TP <= 4,
-        below 256 KiB at TP <= 8), else the largest listed size's; ``max_message_bytes`` where none is listed."""
-        table = self.max_message_bytes_by_tp or {}
-        if not table:
-            return self.max_message_bytes
-        if tp in table:
-            return float(table[tp])
-        above = [t for t in table if t >= tp]
-        return float(table[min(above)] if above else table[max(table)])
 
 
 class Attention(_Model):
@@ -419,7 +371,7 @@ class ModelKernels(_Model):
     source: str = ""
 
 
-class Engine(_Model):
+class Engine(EngineMethods, _Model):
     """Serving-engine behaviour that decides fixed per-forward and per-cycle costs."""
 
     name: str = "sglang"
@@ -562,7 +514,7 @@ class Engine(_Model):
         0.75, ge=MIN_EFFICIENCY, le=1, description="achieved/peak FLOP/s of the attention kernels once compute-bound (FA3 ~0.75, FA2 ~0.35)")
     attention_mem_efficiency: float = Field(0.6, ge=MIN_EFFICIENCY, le=1, description="achieved/datasheet HBM BW of attention over the KV cache")
     max_running_requests: int | None = Field(
-        None, ge=1, le=10_000_000, description="requests the scheduler runs at once, speculation on or off (SGLang "
+        None, **bounds("Engine.max_running_requests"), description="requests the scheduler runs at once, speculation on or off (SGLang "
                                                "--max-running-requests, vLLM max_num_seqs); the rest wait in the queue; "
                                                "None: no cap below the batch")
     spec_max_running_requests: int | None = Field(
@@ -577,16 +529,6 @@ class Engine(_Model):
     )
     sources: dict[str, str] = Field(default_factory=dict)
 
-    def running_cap(self, speculative: bool) -> int | None:
-        """Requests the engine runs at once (None: no cap): the launch's cap, else, with speculation on, the
-        engine's speculative default. The one place this rule lives."""
-        return self.max_running_requests or (self.spec_max_running_requests if speculative else None)
-
-    def running_at_once(self, batch: int, speculative: bool) -> int:
-        """Of a batch of ``batch`` requests, the ones the engine runs at once (the rest wait in the queue)."""
-        cap = self.running_cap(speculative)
-        return batch if cap is None else min(batch, cap)
-
     @field_validator("capture_batch_sizes", "capture_token_sizes")
     @classmethod
     def _sizes(cls, v: list[int] | None) -> list[int] | None:
@@ -596,7 +538,7 @@ class Engine(_Model):
 
 
 class Parallel(_Model):
-    tp: int = Field(1, ge=1, le=4096, description="tensor-parallel size")
+    tp: int = Field(1, **bounds("Parallel.tp"), description="tensor-parallel size")
     allreduce: AllReduce
     allreduce_eager: AllReduce | None = Field(
         None, description="all-reduce path taken by eager (non-graph) forwards; None = same as allreduce"
@@ -606,9 +548,9 @@ class Parallel(_Model):
 
 
 class Speculation(_Model):
-    steps: int = Field(2, ge=1, le=64)
-    topk: int = Field(1, ge=1, le=64)
-    num_draft_tokens: int | None = Field(None, ge=1, le=4096, description="verify width; topk=1 forces steps+1")
+    steps: int = Field(2, **bounds("Speculation.steps"))
+    topk: int = Field(1, **bounds("Speculation.topk"))
+    num_draft_tokens: int | None = Field(None, **bounds("Speculation.num_draft_tokens"), description="verify width; topk=1 forces steps+1")
 
     @model_validator(mode="after")
     def _sglang_rule(self) -> Speculation:
@@ -621,25 +563,10 @@ class Speculation(_Model):
         return self
 
 
-def draft_tokens_for(steps: int, topk: int, requested: int | None = None) -> int | None:
-    """The one draft-token rule (SGLang's): the verify width for steps/topk, None if ``requested`` is impossible.
-
-    topk = 1: "speculative_num_draft_tokens is adjusted to speculative_num_steps + 1"; a tree keeps
-    the best ``num_draft_tokens - 1`` of its ``topk + (steps - 1) topk^2`` candidates (default
-    ``steps x topk + 1``, at most the pool + 1 and 64).
-    """
-    if topk == 1:
-        return steps + 1
-    pool = topk + (steps - 1) * topk * topk
-    if requested is None:
-        return min(steps * topk + 1, pool + 1, 64)
-    return requested if requested - 1 <= pool else None
-
-
 class Acceptance(_Model):
     """Exactly one of accept_length, rates or pmf (conditional rates are the canonical form)."""
 
-    accept_length: float | None = Field(None, ge=1, le=65, description="tau at the scenario's steps, bonus included")
+    accept_length: float | None = Field(None, **bounds("Acceptance.accept_length"), description="tau at the scenario's steps, bonus included")
     rates: list[float] | None = Field(None, description="conditional acceptance per draft position 1..")
     pmf: list[float] | None = Field(None, description="P(accepted length = 1..steps+1)")
     shape_rates: list[float] | None = Field(
@@ -649,24 +576,15 @@ class Acceptance(_Model):
 
     @model_validator(mode="after")
     def _one(self) -> Acceptance:
-        given = [x is not None for x in (self.accept_length, self.rates, self.pmf)]
-        if sum(given) != 1:
-            raise ValueError("give exactly one of accept_length, rates, pmf")
-        if self.rates is not None and (not self.rates or any(not 0 <= r <= 1 for r in self.rates)):
-            raise ValueError("rates must be a non-empty list of values in [0, 1]")
-        if self.pmf is not None:
-            if len(self.pmf) < 1 or any(p < 0 for p in self.pmf) or abs(sum(self.pmf) - 1) > 1e-6:
-                raise ValueError("pmf must be non-negative and sum to 1")
-        if self.shape_rates is not None and (not self.shape_rates or any(not 0 < r < 1 for r in self.shape_rates)):
-            raise ValueError("shape_rates must be a non-empty list of values in (0, 1)")
-        if self.accept_length is not None and self.accept_length < 1:
-            raise ValueError("accept_length must be >= 1")
+        problem = acceptance_problem(self.accept_length, self.rates, self.pmf, self.shape_rates)
+        if problem:
+            raise ValueError(problem)
         return self
 
 
 class Workload(_Model):
-    batch: int = Field(1, ge=1, le=1_000_000, description="concurrent requests")
-    ctx: int = Field(2048, ge=0, le=100_000_000, description="context length (KV tokens) per request")
+    batch: int = Field(1, **bounds("Workload.batch"), description="concurrent requests")
+    ctx: int = Field(2048, **bounds("Workload.ctx"), description="context length (KV tokens) per request")
     stop_strings: bool = Field(
         False, description="requests carry stop strings (SGLang frontend programs add their chat template's, "
         "e.g. <|eot_id|>); the engine then pays stop_check_us per finish check")
@@ -676,10 +594,6 @@ def _short(x: object, n: int = 60) -> str:
     """``repr(x)`` cut to ``n`` characters, for one-line errors about free-form blocks."""
     r = repr(x)
     return r if len(r) <= n else r[: n - 3] + "..."
-
-
-def _finite_number(x: object) -> bool:
-    return (type(x) is int and abs(x) < 1e300) or (type(x) is float and math.isfinite(x))
 
 
 def _check_object(where: str, x: object, allowed: str) -> None:
@@ -700,7 +614,7 @@ def _check_points(where: str, pts: object) -> None:
         t, ms = pt.get("tokens"), pt.get("ms")
         if type(t) is not int or t < 1:
             raise ValueError(f"{where}[{i}].tokens={_short(t)}: allowed: a whole number >= 1")
-        if not _finite_number(ms) or ms <= 0:
+        if not finite_number(ms) or ms <= 0:
             raise ValueError(f"{where}[{i}].ms={_short(ms)}: allowed: a finite number > 0")
 
 
@@ -731,7 +645,7 @@ class Scenario(_Model):
         if m is not None:
             _check_object("provenance.measured", m, "an object of named measurements")
             for k, x in m.items():
-                ok = x is None or isinstance(x, str) or _finite_number(x)
+                ok = x is None or isinstance(x, str) or finite_number(x)
                 if not ok:
                     raise ValueError(f"provenance.measured.{k}={_short(x)}: allowed: a finite number, text or null")
         if v.get("assumptions") is not None:
@@ -761,13 +675,13 @@ class Scenario(_Model):
             _check_object("calibration.parameters", params, "an object of fitted parameters")
             for k, x in params.items():
                 _check_object(f"calibration.parameters.{k}", x, "an object with a finite value")
-                if not _finite_number(x.get("value")):
+                if not finite_number(x.get("value")):
                     raise ValueError(f"calibration.parameters.{k}.value={_short(x.get('value'))}: allowed: a finite number")
         cov = v.get("cov_log")
         if cov is not None:
             n = len(params or {})
             ok = (isinstance(cov, list) and len(cov) == n
-                  and all(isinstance(r, list) and len(r) == n and all(_finite_number(c) for c in r) for r in cov))
+                  and all(isinstance(r, list) and len(r) == n and all(finite_number(c) for c in r) for r in cov))
             if not ok:
                 raise ValueError(f"calibration.cov_log={_short(cov)}: allowed: a {n} x {n} matrix of finite numbers "
                                  "(one row and column per calibration.parameters entry)")
@@ -778,7 +692,7 @@ class Scenario(_Model):
             for i, r in enumerate(v["residuals"]):
                 _check_object(f"calibration.residuals[{i}]", r, "an object")
                 for key in ("ms", "model_ms", "error_pct"):
-                    if key in r and not _finite_number(r[key]):
+                    if key in r and not finite_number(r[key]):
                         raise ValueError(f"calibration.residuals[{i}].{key}={_short(r[key])}: allowed: a finite number")
                 if "error_pct" not in r:
                     raise ValueError(f"calibration.residuals[{i}]: error_pct is missing (allowed: a finite number)")
@@ -790,16 +704,10 @@ class Scenario(_Model):
 
     @model_validator(mode="after")
     def _consistent(self) -> Scenario:
-        tp = self.parallel.tp
-        att = self.target.attention
-        if att.num_heads % tp:
-            raise ValueError(f"parallel.tp={tp} must divide target.attention.num_heads={att.num_heads}")
-        if self.draft.num_heads % tp:
-            raise ValueError(f"parallel.tp={tp} must divide draft.num_heads={self.draft.num_heads}")
-        acc = self.acceptance
-        steps = self.speculation.steps
-        if acc.accept_length is not None and acc.accept_length > steps + 1 + 1e-9:
-            raise ValueError(f"acceptance.accept_length={acc.accept_length} must be <= steps+1={steps + 1}")
+        problem = scenario_problem(self.parallel.tp, self.target.attention.num_heads, self.draft.num_heads,
+                                   self.acceptance.accept_length, self.speculation.steps)
+        if problem:
+            raise ValueError(problem)
         return self
 
 
@@ -821,13 +729,4 @@ def field_range(model: type, field: str) -> tuple[float | None, float | None]:
 
 def check_field(model: type, field: str, value, flag: str | None = None):
     """Refuse ``value`` outside the schema's range for ``model.field`` with the one-line error, naming ``flag``."""
-    from ..errors import SpecsimError
-
-    lo, hi = field_range(model, field)
-    if (lo is not None and value < lo) or (hi is not None and value > hi):
-        lo_s = "" if lo is None else f"{lo:g}"
-        hi_s = "" if hi is None else f"{hi:g}"
-        raise SpecsimError(flag or field, value, f"allowed: an integer in [{lo_s}, {hi_s}]" if lo is not None and hi is not None
-                           else f"allowed: >= {lo_s}" if lo is not None else f"allowed: <= {hi_s}")
-    return value
-
+    return check_range(*field_range(model, field), value, flag or field)

@@ -871,6 +871,23 @@ def _given_value(param, argv: list[str]) -> str | None:
     return None
 
 
+def _app_for(args: list[str]) -> typer.Typer:
+    """The app to parse ``args`` with: where they start with a top-level command's name, an app of that command
+    alone (typer builds the click command of every registered command on each call, ~35 ms for this app's,
+    more than the rest of a ``predict``); else the whole app (help, groups, unknown names)."""
+    if not args:
+        return app
+    from typer.main import get_command_name
+
+    infos = [c for c in app.registered_commands if (c.name or get_command_name(c.callback.__name__)) == args[0]]
+    if len(infos) != 1:
+        return app
+    one = typer.Typer(add_completion=False, pretty_exceptions_enable=False, help=app.info.help)
+    one.registered_commands = infos
+    one.callback()(lambda: None)  # a group still: the command's name is read as the whole app reads it
+    return one
+
+
 def main(argv: list[str] | None = None) -> None:
     """Console entry point: SpecsimError and click usage errors exit 2 with one line, no traceback."""
     import warnings
@@ -883,7 +900,8 @@ def main(argv: list[str] | None = None) -> None:
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", RuntimeWarning)  # numpy warnings are not output; errors say what failed
-            rv = app(args=argv, standalone_mode=False, prog_name="specsim")
+            args = sys.argv[1:] if argv is None else list(argv)
+            rv = _app_for(args)(args=args, standalone_mode=False, prog_name="specsim")
     except SpecsimError as exc:
         typer.echo(f"error: {one_line(exc)}", err=True)
         sys.exit(2)

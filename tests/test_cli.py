@@ -183,3 +183,18 @@ def test_flags_show_no_type_and_every_option_has_help_and_an_example(run_cli):
         assert code == 0
         assert "Example: specsim" in " ".join(out.split()), cmd
         assert not re.search(r"--json\s+<bool>", out), cmd
+
+
+def test_a_named_command_is_parsed_by_an_app_of_it_alone(run_cli):
+    """main() builds only the named command (start-up); help, groups and unknown names see the whole app."""
+    from specsim.cli import _app_for, app
+
+    assert [c.callback.__name__ for c in _app_for(["predict", "--steps", "2"]).registered_commands] == ["predict"]
+    for args in ([], ["--help"], ["whatif", "steps"], ["measure"], ["predictx"]):
+        assert _app_for(args) is app
+    code, out, _ = run_cli("predict", "--help")
+    assert code == 0 and "specsim predict [OPTIONS]" in out
+    code, out, _ = run_cli("--help")
+    assert code == 0 and all(name in out for name in ("predict", "verify", "sweep", "report", "whatif", "measure"))
+    code, _, err = run_cli("predictx")
+    assert code == 2 and "No such command" in err

@@ -52,8 +52,11 @@ def test_shapes_are_the_schemas():
 
 
 def test_defaults_and_limits_are_the_schemas():
-    assert record.DEFAULTS["ModelKernels"] == schema.ModelKernels().model_dump()
-    assert record.DEFAULTS["Acceptance"] == {n: f.default for n, f in schema.Acceptance.model_fields.items()}
+    from specsim.physics.defaults import DEFAULTS
+
+    assert DEFAULTS == schema.schema_defaults(), "regenerate: python -m specsim.physics.defaults"
+    assert DEFAULTS["ModelKernels"] == schema.ModelKernels().model_dump()
+    assert DEFAULTS["Acceptance"] == {n: f.default for n, f in schema.Acceptance.model_fields.items()}
     for name, (lo, hi) in rules.LIMITS.items():
         model, field = name.split(".")
         assert schema.field_range(getattr(schema, model), field) == (lo, hi), name
@@ -85,7 +88,11 @@ def test_record_is_read_only_and_methods_match():
 
 COMMON = [{}, {"steps": 2, "accept": 2.1}, {"steps": 5}, {"batch": 32}, {"ctx": 16384}, {"topk": 4, "steps": 3},
           {"topk": 4, "steps": 3, "draft_tokens": 8}, {"accept_rates": [0.9, 0.7, 0.5]}, {"graph_max": 16, "batch": 64},
-          {"max_running_requests": 8, "batch": 16}, {"stop_strings": True}, {"steps": 1, "draft_tokens": 7}]
+          {"max_running_requests": 8, "batch": 16}, {"stop_strings": True}, {"steps": 1, "draft_tokens": 7},
+          {"model": "llama-3.1-8b", "gpu": "h100", "tp": 1}, {"model": "qwen3-30b-a3b", "gpu": "h200", "tp": 2,
+                                                                "engine": "vllm", "steps": 3, "accept": 2.5},
+          {"model": "kimi-k2.5", "dtype": "int4", "batch": 8}, {"model": "glm-4.7-flash", "gpu": "h200", "tp": 1, "topk": 4,
+                                                                "draft_tokens": 6, "batch": 32, "engine": "sglang-v2"}]
 
 
 @pytest.mark.parametrize("over", COMMON)
@@ -108,8 +115,12 @@ def test_record_path_takes_the_common_runs_and_matches(over):
 
 
 def test_record_path_declines_what_it_cannot_vouch_for():
-    assert build_record(model="llama-3.1-8b") is None  # a new deployment
-    assert build_record(gpu="h100") is None
+    assert build_record(model="examples/qwen3-30b-a3b/config.json") is None  # a config.json: the schema reads it
+    assert build_record(gpu="h100") is None  # the same deployment on another GPU
+    assert build_record(engine="vllm") is None
+    assert build_record(tp=4) is None
+    assert build_record(dtype="fp8") is None
+    assert build_record(model="llama-3.1-8b", profile="models/profiles/h200.json") is None
     assert build_record(steps=2.0) is None  # not plainly an int: the schema judges it
     assert build_record(stop_strings=1) is None
     assert build_record("no-such-scenario") is None
@@ -147,9 +158,10 @@ def test_view_is_the_schema_build_or_its_error(over):
         assert view == sc
 
 
-def test_cold_predict_loads_no_schema():
-    """``specsim predict`` on the default scenario runs without pydantic's models (the start-up figure of
-    benchmarks/bench_predict.py); a new deployment still validates through the schema."""
+def test_cold_predict_loads_no_schema(tmp_path):
+    """``specsim predict`` on the default scenario and on a new deployment of presets runs without pydantic's
+    models (the start-up figures of benchmarks/bench_predict.py); a scenario file still validates through the
+    schema."""
     code = ("import sys; from specsim.cli import main; sys.argv = ['specsim', 'predict', '--steps', '3', '--batch', '8']\n"
             "try:\n    main()\nexcept SystemExit as e:\n    assert not e.code, e.code\n"
             "print(sorted(m for m in ('pydantic.main', 'specsim.physics.schema', 'scipy') if m in sys.modules))")
@@ -157,7 +169,12 @@ def test_cold_predict_loads_no_schema():
     assert out.strip().splitlines()[-1] == "[]"
     code2 = code.replace("'--steps', '3', '--batch', '8'", "'--model', 'llama-3.1-8b', '--gpu', 'h100', '--tp', '1'")
     out2 = subprocess.run([sys.executable, "-c", code2], capture_output=True, text=True, check=True).stdout
-    assert "specsim.physics.schema" in out2.strip().splitlines()[-1]
+    assert out2.strip().splitlines()[-1] == "[]"
+    f = tmp_path / "mine.json"
+    f.write_text(build_scenario().model_dump_json())
+    code3 = code.replace("'--steps', '3', '--batch', '8'", f"'--scenario', {str(f)!r}")
+    out3 = subprocess.run([sys.executable, "-c", code3], capture_output=True, text=True, check=True).stdout
+    assert "specsim.physics.schema" in out3.strip().splitlines()[-1]
 
 
 _plain = st.fixed_dictionaries({}, optional={
@@ -177,3 +194,44 @@ def test_record_path_takes_every_valid_run(over, name):
     assert (rec is not None) == (kind == "ok")
     if rec is not None:
         assert rec.model_dump() == sc.model_dump()
+
+
+from specsim.io.packagedata import engine_names, gpu_names, model_names  # noqa: E402
+
+_deployment = st.fixed_dictionaries({"model": st.sampled_from(model_names() + ["no-such-model"])}, optional={
+    "gpu": st.sampled_from(gpu_names() + ["tpu"]), "tp": st.sampled_from([1, 2, 3, 4, 8, 16]),
+    "engine": st.sampled_from(engine_names() + ["trt"]), "dtype": st.sampled_from(["bf16", "fp8", "int4", "fp3"]),
+    "steps": st.integers(1, 6), "topk": st.integers(1, 4), "batch": st.integers(1, 128), "ctx": st.integers(0, 9000),
+    "accept": st.floats(1, 4), "max_running_requests": st.integers(1, 64),
+})
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(_deployment)
+def test_new_deployments_from_presets_match_the_schema(over):
+    """A new deployment built from preset records is the schema's build; where the schema refuses, so does the view."""
+    kind, sc = _outcome(build_scenario, over)
+    rec = build_record(**over)
+    assert (rec is not None) == (kind == "ok"), (over, sc)
+    kind_v, view = _outcome(build_view, over)
+    assert kind_v == kind
+    if rec is not None:
+        assert rec.model_dump() == sc.model_dump()
+        assert evaluate(rec).to_dict() == evaluate(sc).to_dict()
+    else:
+        assert view == sc
+
+
+@pytest.mark.parametrize("kind,part,model", [("gpus", "gpu", "GPU"), ("models", "target", "TargetModel"),
+                                              ("models", "draft", "DraftModel"), ("engines", "engine", "Engine")])
+def test_presets_completed_with_defaults_are_the_schemas(kind, part, model):
+    """The record path reads presets unvalidated: each file entry completed with the defaults is what the schema makes
+    of it."""
+    from specsim.io.packagedata import _table, allreduce_entry, allreduce_names
+
+    for key, entry in _table(kind).items():
+        as_record = record.record(model, record.complete(model, entry[part]))
+        assert as_record.model_dump() == getattr(schema, model)(**entry[part]).model_dump(), key
+    for name in allreduce_names():
+        as_record = record.record("AllReduce", record.complete("AllReduce", allreduce_entry(name)))
+        assert as_record.model_dump() == schema.AllReduce(**allreduce_entry(name)).model_dump(), name

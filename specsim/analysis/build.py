@@ -6,7 +6,16 @@ import re
 from typing import TYPE_CHECKING
 
 from ..errors import SpecsimError
-from ..io.packagedata import DEFAULT_SCENARIO, builtin_scenario_data, builtin_scenarios, preset_key
+from ..io.packagedata import (
+    DEFAULT_SCENARIO,
+    allreduce_entry,
+    builtin_scenario_data,
+    builtin_scenarios,
+    engine_entry,
+    gpu_entry,
+    model_entry,
+    preset_key,
+)
 from ..physics.rules import LIMITS, check_limit
 
 if TYPE_CHECKING:
@@ -91,7 +100,7 @@ def set_moe_prior(engine: dict, preset, target: dict) -> None:
 def set_moe_config(data: dict) -> None:
     """A deployment on an engine with Triton fused-MoE tiles runs a tuned config table where the engine ships
     one for its experts, TP and GPU (:func:`~specsim.io.presets.moe_config_tuned`), else the default config."""
-    from ..io.presets import moe_config_tuned
+    from ..io.packagedata import moe_config_tuned
 
     eng, t = data["engine"], data["target"]
     if eng.get("moe_tiles", "none") == "none" or not t.get("moe"):
@@ -117,17 +126,71 @@ def _slug(text: str) -> str:
     return re.sub(r"[^a-z0-9.]+", "-", text.lower()).strip("-")
 
 
+class _Validated:
+    """Presets as the schema's models, and scenarios validated by it."""
+
+    def model(self, name: str):
+        from ..io.presets import get_model
+
+        return get_model(name)
+
+    def gpu(self, name: str):
+        from ..io.presets import get_gpu
+
+        return get_gpu(name)
+
+    def engine(self, name: str):
+        from ..io.presets import get_engine
+
+        return get_engine(name)
+
+    def scenario(self, data: dict):
+        from ..io.presets import scenario_from_dict
+
+        return scenario_from_dict(data, "scenario")
+
+
+class _Records:
+    """Presets as records of their files completed with the schema's defaults (package data, validated by the
+    tests), and scenarios the record path vouches for (else :class:`_NotVouched`)."""
+
+    def model(self, name: str):
+        from ..physics.record import complete, record
+
+        if any(c in name for c in "/\\") or name.endswith(".json"):
+            raise _NotVouched  # a Hugging Face config.json: read and validated by the schema
+        target, draft = model_entry(name)
+        return record("TargetModel", complete("TargetModel", target)), record("DraftModel", complete("DraftModel", draft))
+
+    def gpu(self, name: str):
+        from ..physics.record import complete, record
+
+        gpu, allreduce = gpu_entry(name)
+        return record("GPU", complete("GPU", gpu)), record("AllReduce", complete("AllReduce", allreduce_entry(allreduce)))
+
+    def engine(self, name: str):
+        from ..physics.record import complete, record
+
+        return record("Engine", complete("Engine", engine_entry(name)))
+
+    def scenario(self, data: dict):
+        return _vouched(data)
+
+
+VALIDATED, RECORDS = _Validated(), _Records()
+
+
 def fresh_scenario(model: str, gpu: str, tp: int, engine: str | None = None, *, dtype: str | None = None,
-                   batch: int | None = None, ctx: int | None = None, name: str | None = None) -> Scenario:
+                   batch: int | None = None, ctx: int | None = None, name: str | None = None,
+                   presets=VALIDATED) -> Scenario:
     """A new deployment from presets only: no fitted parameter, measurement, calibration or provenance of
     any other scenario. Named ``<model>-<gpu>-tp<N>-<engine>``; acceptance is the generic EAGLE-3 profile
-    until the caller gives its own."""
-    from ..io.presets import get_engine, get_gpu, get_model, scenario_from_dict
-
-    target, draft = get_model(model)
+    until the caller gives its own. ``presets``: :data:`VALIDATED` (the schema's models) or :data:`RECORDS`
+    (records, for :func:`build_record`)."""
+    target, draft = presets.model(model)
     assumed = [v for k, v in target.sources.items() if k.startswith("assumed_")]  # a config.json's gaps
-    g, ar = get_gpu(gpu)
-    eng = get_engine(engine or "sglang")
+    g, ar = presets.gpu(gpu)
+    eng = presets.engine(engine or "sglang")
     check_tp(tp, target.attention.num_heads, draft.num_heads)
     t = target.model_dump()
     if dtype is not None:
@@ -152,7 +215,7 @@ def fresh_scenario(model: str, gpu: str, tp: int, engine: str | None = None, *, 
         data["notes"] = [f"{target.name}: {a}" for a in assumed]
     set_moe_prior(data["engine"], eng, t)
     set_moe_config(data)
-    return scenario_from_dict(data, "scenario")
+    return presets.scenario(data)
 
 
 def build_scenario(
@@ -329,35 +392,51 @@ def _plain_type(value, kind) -> bool:
     return type(value) is kind
 
 
+#: the new-deployment overrides build_record takes with ``model`` (a model preset's name)
+_DEPLOY_OVERRIDES = {"model": str, "gpu": str, "tp": int, "engine": str, "dtype": str}
+
+
 def build_record(scenario: str | None = None, **overrides) -> Record | None:
-    """:func:`build_scenario` of a built-in scenario with the run's overrides only (steps, topk, draft tokens,
-    accept, accept rates, batch, ctx, stop strings, graph max, running cap), as a read-only
-    :class:`~specsim.physics.record.Record` and without loading pydantic: the scenario file is the schema's
-    canonical dump, and what the overrides change is checked with the schema's rules. None for anything else
-    (another base, a new deployment, a profile, a value not plainly of its type or not certainly valid)."""
+    """:func:`build_scenario` as a read-only :class:`~specsim.physics.record.Record`, without loading pydantic, for
+    a built-in scenario with the run's overrides (steps, topk, draft tokens, accept, accept rates, batch, ctx, stop
+    strings, graph max, running cap), or a new deployment of a model preset (``model``, with ``gpu``, ``tp``,
+    ``engine``, ``dtype``) with them. The scenario file is the schema's canonical dump, presets are their files
+    completed with the schema's defaults, and what the overrides change is checked with the schema's rules. None for
+    anything else (another base, a config.json, a profile, a value not plainly of its type, any doubt or error):
+    :func:`build_scenario` then builds it, or names the problem."""
     given = {k: v for k, v in overrides.items() if v is not None}
-    if scenario is not None and not isinstance(scenario, str) or set(given) - set(_RUN_OVERRIDES):
+    kinds = {**_RUN_OVERRIDES, **_DEPLOY_OVERRIDES} if "model" in given else _RUN_OVERRIDES
+    if scenario is not None and not isinstance(scenario, str) or set(given) - set(kinds):
         return None
     name = scenario if scenario is not None else DEFAULT_SCENARIO
-    if name not in builtin_scenarios() or not all(_plain_type(v, _RUN_OVERRIDES[k]) for k, v in given.items()):
+    if name not in builtin_scenarios() or not all(_plain_type(v, kinds[k]) for k, v in given.items()):
         return None
-    for key, limit, flag in (("batch", "Workload.batch", "batch"), ("ctx", "Workload.ctx", "ctx"),
-                             ("steps", "Speculation.steps", "steps"), ("topk", "Speculation.topk", "topk"),
-                             ("draft_tokens", "Speculation.num_draft_tokens", "draft-tokens")):
-        if key in given:
-            check_limit(limit, given[key], flag)
-    src = builtin_scenario_data(name)  # cached: copy what the overrides change (they replace, never mutate, the rest)
-    data = {**src, **{k: dict(src[k]) for k in ("speculation", "workload", "provenance") if k in src}}
-    data["engine"] = {**src["engine"], "sources": dict(src["engine"]["sources"])}
-    if "batch" in given or "ctx" in given:  # the recorded measurements belong to the measured setup
-        data["provenance"] = {k: v for k, v in data.get("provenance", {}).items() if k != "measured"}
-        if data.get("calibration"):
-            data["calibration"] = {k: v for k, v in data["calibration"].items() if k not in ("points", "residuals")}
+    run = {k: overrides.get(k) for k in _RUN_OVERRIDES}
     try:
-        _apply_run_overrides(data, list(data.get("notes") or []), False, _vouched,
-                             **{k: overrides.get(k) for k in _RUN_OVERRIDES})
+        for key, limit, flag in (("batch", "Workload.batch", "batch"), ("ctx", "Workload.ctx", "ctx"),
+                                 ("tp", "Parallel.tp", "tp"), ("steps", "Speculation.steps", "steps"),
+                                 ("topk", "Speculation.topk", "topk"),
+                                 ("draft_tokens", "Speculation.num_draft_tokens", "draft-tokens")):
+            if key in given:
+                check_limit(limit, given[key], flag)
+        src = builtin_scenario_data(name)  # cached: copy what the overrides change (they replace, never mutate, the rest)
+        if "model" in given:  # a new deployment, as build_scenario builds it
+            base_gpu = given.get("gpu") or gpu_preset_key(src["gpu"]["name"]) or src["gpu"]["name"]
+            new = fresh_scenario(given["model"], base_gpu, given.get("tp", src["parallel"]["tp"]), given.get("engine"),
+                                 dtype=given.get("dtype"), batch=given.get("batch"), ctx=given.get("ctx"), presets=RECORDS)
+            data = new.model_dump()
+            _apply_run_overrides(data, list(new.notes), True, _vouched, **{**run, "batch": None, "ctx": None})
+            set_moe_config(data)
+            return _vouched(data)
+        data = {**src, **{k: dict(src[k]) for k in ("speculation", "workload", "provenance") if k in src}}
+        data["engine"] = {**src["engine"], "sources": dict(src["engine"]["sources"])}
+        if "batch" in given or "ctx" in given:  # the recorded measurements belong to the measured setup
+            data["provenance"] = {k: v for k, v in data.get("provenance", {}).items() if k != "measured"}
+            if data.get("calibration"):
+                data["calibration"] = {k: v for k, v in data["calibration"].items() if k not in ("points", "residuals")}
+        _apply_run_overrides(data, list(data.get("notes") or []), False, _vouched, **run)
         return _vouched(data)
-    except _NotVouched:
+    except (_NotVouched, SpecsimError):  # the schema path builds it again and raises its own error
         return None
 
 
@@ -365,6 +444,7 @@ def build_view(scenario=None, **overrides) -> Record | Scenario:
     """The scenario to evaluate: :func:`build_record`'s record where it can vouch for it, else
     :func:`build_scenario`'s validated one. The same numbers either way (``tests/test_record.py``)."""
     return build_record(scenario, **overrides) or build_scenario(scenario, **overrides)
+
 
 def _apply_run_overrides(data: dict, notes: list[str], fresh_acceptance: bool, make, *, steps, topk, draft_tokens, accept,
                          accept_rates, batch, ctx, stop_strings, graph_max, max_running_requests) -> None:

@@ -97,3 +97,52 @@ def builtin_scenario_data(name: str) -> dict:
     """A built-in scenario's file as it is: the schema's canonical dump of it (``tests/test_record.py`` holds each
     file to ``Scenario.model_validate(file).model_dump(mode="json")``). Callers copy before they change it."""
     return json.loads(data_root("calibration").joinpath("scenarios", f"{name}.json").read_text(encoding="utf-8"))
+
+
+def gpu_entry(name: str) -> tuple[dict, str]:
+    """A GPU preset's fields as the file holds them, and the name of its default all-reduce preset."""
+    _, entry = _resolve("gpus", name, "gpu")
+    return entry["gpu"], entry["default_allreduce"]
+
+
+def allreduce_entry(name: str) -> dict:
+    """An all-reduce preset's fields; its ``fallback`` (another preset's name) embedded as that preset's fields."""
+    _, entry = _resolve("allreduce", name, "allreduce")
+    fields = {k: v for k, v in entry.items() if k != "aliases"}
+    if isinstance(fields.get("fallback"), str):
+        fields["fallback"] = allreduce_entry(fields["fallback"])
+    return fields
+
+
+def engine_entry(name: str) -> dict:
+    return _resolve("engines", name, "engine")[1]["engine"]
+
+
+def model_entry(name: str) -> tuple[dict, dict]:
+    """A model preset's target and EAGLE head fields."""
+    _, entry = _resolve("models", name, "model")
+    return entry["target"], entry["draft"]
+
+
+def moe_config_tuned(gpu_name: str, num_experts: int, num_shared: int, n_per_rank: int, dtype: str,
+                     block_scales: bool = True) -> str | None:
+    """The tuned fused-MoE config file SGLang ships for these experts on this GPU, or None (``get_default_config``).
+
+    From ``models/sglang_moe_configs.json``. Two approximations, as the model records neither: the kernel's
+    expert count is the routed experts, or one more where SGLang fuses the shared expert into the kernel
+    (DeepSeek-V3, GLM-4.x), and either name counts; for fp8 / int8 weights the tables of their scaling
+    (``block_scales``: a ``block_shape`` name; else per-tensor or per-channel ones). An unknown GPU has no tables.
+    """
+    idx = _json("models", "sglang_moe_configs.json")
+    dev = idx["device_names"].get(preset_key("gpus", gpu_name) or "")
+    if dev is None:
+        return None
+    kind = {"fp8": "fp8_w8a8", "int8": "int8_w8a8", "int4": "int4_w4a16"}.get(dtype, "bf16")
+    for e in dict.fromkeys((num_experts, num_experts + min(num_shared, 1))):
+        key = f"E={e},N={n_per_rank},device_name={dev},dtype={kind}"
+        for name in idx["configs"]:
+            if name == key or name.startswith(key + ","):
+                if kind in ("fp8_w8a8", "int8_w8a8") and ("block_shape" in name) != bool(block_scales):
+                    continue  # SGLang looks up the file of the checkpoint's own scaling
+                return name
+    return None

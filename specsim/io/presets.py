@@ -15,36 +15,36 @@ from .packagedata import (  # noqa: F401  (re-exported)
     _json,
     _resolve,
     _table,
+    allreduce_entry,
     allreduce_names,
     builtin_scenario_data,
     builtin_scenarios,
     data_root,
+    engine_entry,
     engine_names,
+    gpu_entry,
     gpu_names,
+    model_entry,
     model_names,
+    moe_config_tuned,
     preset_key,
 )
 
 
 def get_gpu(name: str) -> tuple[GPU, AllReduce]:
     """A GPU preset and its default small-message all-reduce."""
-    _, entry = _resolve("gpus", name, "gpu")
-    return GPU(**entry["gpu"]), get_allreduce(entry["default_allreduce"])
+    gpu, allreduce = gpu_entry(name)
+    return GPU(**gpu), get_allreduce(allreduce)
 
 
 def get_allreduce(name: str) -> AllReduce:
     """An all-reduce preset; its ``fallback`` (the implementation messages past its size limit take) is
     another preset's name, embedded here as that preset."""
-    canon, entry = _resolve("allreduce", name, "allreduce")
-    fields = {k: v for k, v in entry.items() if k != "aliases"}
-    if isinstance(fields.get("fallback"), str):
-        fields["fallback"] = get_allreduce(fields["fallback"]).model_dump()
-    return AllReduce(**fields)
+    return AllReduce(**allreduce_entry(name))
 
 
 def get_engine(name: str) -> Engine:
-    _, entry = _resolve("engines", name, "engine")
-    return Engine(**entry["engine"])
+    return Engine(**engine_entry(name))
 
 
 def get_model(name_or_path: str) -> tuple[TargetModel, DraftModel]:
@@ -54,8 +54,8 @@ def get_model(name_or_path: str) -> tuple[TargetModel, DraftModel]:
         from .hfconfig import load_hf_config
 
         return load_hf_config(name_or_path)
-    _, entry = _resolve("models", name_or_path, "model")
-    return TargetModel(**entry["target"]), DraftModel(**entry["draft"])
+    target, draft = model_entry(name_or_path)
+    return TargetModel(**target), DraftModel(**draft)
 
 
 def scenario_from_dict(data: dict, origin: str = "scenario") -> Scenario:
@@ -93,27 +93,3 @@ def load_scenario(name_or_file: str | None = None) -> Scenario:
     if not isinstance(data, dict):
         raise SpecsimError("scenario", name, "must hold a JSON object")
     return scenario_from_dict(data, f"scenario {path.name}")
-
-
-def moe_config_tuned(gpu_name: str, num_experts: int, num_shared: int, n_per_rank: int, dtype: str,
-                     block_scales: bool = True) -> str | None:
-    """The tuned fused-MoE config file SGLang ships for these experts on this GPU, or None (``get_default_config``).
-
-    From ``models/sglang_moe_configs.json``. Two approximations, as the model records neither: the kernel's
-    expert count is the routed experts, or one more where SGLang fuses the shared expert into the kernel
-    (DeepSeek-V3, GLM-4.x), and either name counts; for fp8 / int8 weights the tables of their scaling
-    (``block_scales``: a ``block_shape`` name; else per-tensor or per-channel ones). An unknown GPU has no tables.
-    """
-    idx = _json("models", "sglang_moe_configs.json")
-    dev = idx["device_names"].get(preset_key("gpus", gpu_name) or "")
-    if dev is None:
-        return None
-    kind = {"fp8": "fp8_w8a8", "int8": "int8_w8a8", "int4": "int4_w4a16"}.get(dtype, "bf16")
-    for e in dict.fromkeys((num_experts, num_experts + min(num_shared, 1))):
-        key = f"E={e},N={n_per_rank},device_name={dev},dtype={kind}"
-        for name in idx["configs"]:
-            if name == key or name.startswith(key + ","):
-                if kind in ("fp8_w8a8", "int8_w8a8") and ("block_shape" in name) != bool(block_scales):
-                    continue  # SGLang looks up the file of the checkpoint's own scaling
-                return name
-    return None

@@ -11,6 +11,7 @@ the schema's own.
 
 from __future__ import annotations
 
+from .defaults import DEFAULTS
 from .methods import AllReduceMethods, EngineMethods, GPUMethods
 from .rules import acceptance_problem, draft_tokens_for, finite_number, in_limits, scenario_problem
 
@@ -29,15 +30,6 @@ SHAPES: dict[str, dict[str, tuple]] = {
     "GPU": {}, "Attention": {}, "MoE": {}, "WeightDtypes": {}, "DraftModel": {}, "ModelKernels": {},
     "Speculation": {}, "Acceptance": {}, "Workload": {},
 }
-
-#: every field's default, for the models a command builds anew (an acceptance from ``--accept``; the engine's
-#: kernels of an architecture it has no entry for)
-DEFAULTS: dict[str, dict] = {
-    "Acceptance": {"accept_length": None, "rates": None, "pmf": None, "shape_rates": None, "source": ""},
-    "ModelKernels": {"qk_norm": 0, "kv_store": None, "attention_aux": None, "attention_copies": 0, "router_topk": None,
-                     "router_topk_us": None, "shared_expert_fusion": "never", "source": ""},
-}
-
 
 class Record:
     """Attribute access to one validated object's plain data (read-only; its lists and mappings are shared with the
@@ -107,6 +99,22 @@ def record(model: str, data: dict) -> Record:
     return _CLASSES.get(model, Record)(model, out)
 
 
+def complete(model: str, data: dict) -> dict:
+    """``data`` of ``model`` with every field it leaves out at its default, nested models too: what the schema's
+    ``model_dump()`` gives for trusted package data (presets), numbers aside (an int where a float is declared
+    stays an int, equal in value). A copy; ``data`` is not changed."""
+    import copy
+
+    out = {k: copy.deepcopy(v) for k, v in DEFAULTS[model].items() if k not in data}
+    out.update(data)
+    for name, shape in SHAPES[model].items():
+        v = out.get(name)
+        if v is None or shape[0] == "int_keys":
+            continue
+        out[name] = complete(shape[1], v) if shape[0] == "model" else {k: complete(shape[1], x) for k, x in v.items()}
+    return out
+
+
 def default_record(model: str) -> Record:
     """A record of ``model`` with every field at its default."""
     return record(model, DEFAULTS[model])
@@ -124,6 +132,7 @@ def checked_scenario(data: dict) -> Record | None:
     """A record of a scenario whose parts a command may have changed (speculation, acceptance, workload, the
     engine's running cap and captured sizes) when they pass the schema's ranges and rules; None when any does
     not, or is not plainly of its type: the schema then judges it (and names the problem)."""
+    data = complete("Scenario", data)  # what a command assembled anew (a fresh deployment's parts) at its defaults
     spec, acc, work, eng = data["speculation"], data["acceptance"], data["workload"], data["engine"]
     steps, topk, width = spec.get("steps"), spec.get("topk"), spec.get("num_draft_tokens")
     if set(spec) - {"steps", "topk", "num_draft_tokens"} or not (_is_int(steps) and _is_int(topk)):
@@ -166,6 +175,4 @@ def checked_scenario(data: dict) -> Record | None:
     out["speculation"] = {"steps": steps, "topk": topk, "num_draft_tokens": width}
     out["acceptance"] = {k: (float(v) if k == "accept_length" and v is not None else
                              [float(r) for r in v] if isinstance(v, list) else v) for k, v in acc.items()}
-    out.setdefault("notes", [])
-    out.setdefault("calibration", None)
     return record("Scenario", out)

@@ -730,3 +730,19 @@ def field_range(model: type, field: str) -> tuple[float | None, float | None]:
 def check_field(model: type, field: str, value, flag: str | None = None):
     """Refuse ``value`` outside the schema's range for ``model.field`` with the one-line error, naming ``flag``."""
     return check_range(*field_range(model, field), value, flag or field)
+
+
+def schema_defaults() -> dict[str, dict]:
+    """Every model's fields that have a default, with it (as ``model_dump()`` gives it): the table
+    :mod:`specsim.physics.defaults` holds for the pydantic-free path."""
+    out: dict[str, dict] = {}
+    for model in (Scenario, GPU, AllReduce, Attention, MoE, WeightDtypes, TargetModel, DraftModel, ModelKernels, Engine,
+                  Parallel, Speculation, Acceptance, Workload):
+        fields = {}
+        for name, f in model.model_fields.items():
+            if f.is_required():
+                continue
+            v = f.default_factory() if f.default_factory is not None else f.default
+            fields[name] = v.model_dump() if isinstance(v, BaseModel) else v
+        out[model.__name__] = fields
+    return out

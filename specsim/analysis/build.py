@@ -14,6 +14,7 @@ from ..io.packagedata import (
     engine_entry,
     gpu_entry,
     model_entry,
+    names_a_file,
     preset_key,
 )
 from ..physics.rules import LIMITS, check_limit
@@ -41,6 +42,15 @@ def check_tp(tp: int, target_heads: int, draft_heads: int) -> None:
         if heads % tp:
             ok = [d for d in range(1, heads + 1) if heads % d == 0]
             raise SpecsimError("tp", tp, f"must divide the {who} model's {heads} attention heads; allowed: {ok}")
+
+
+def _check_deployment_limits(*, batch, ctx, tp, steps, topk, draft_tokens) -> None:
+    """The flags' values in the schema's ranges (:data:`specsim.physics.rules.LIMITS`), each error naming its flag."""
+    for val, name, flag in ((batch, "Workload.batch", "batch"), (ctx, "Workload.ctx", "ctx"), (tp, "Parallel.tp", "tp"),
+                            (steps, "Speculation.steps", "steps"), (topk, "Speculation.topk", "topk"),
+                            (draft_tokens, "Speculation.num_draft_tokens", "draft-tokens")):
+        if val is not None:
+            check_limit(name, val, flag)
 
 
 def _check_accept(accept: float, steps: int) -> None:
@@ -157,7 +167,7 @@ class _Records:
     def model(self, name: str):
         from ..physics.record import complete, record
 
-        if any(c in name for c in "/\\") or name.endswith(".json"):
+        if names_a_file(name):
             raise _NotVouched  # a Hugging Face config.json: read and validated by the schema
         target, draft = model_entry(name)
         return record("TargetModel", complete("TargetModel", target)), record("DraftModel", complete("DraftModel", draft))
@@ -271,11 +281,7 @@ def build_scenario(
     from ..physics.schema import Scenario
 
     sc = scenario if isinstance(scenario, Scenario) else load_scenario(scenario)
-    for val, name, flag in ((batch, "Workload.batch", "batch"), (ctx, "Workload.ctx", "ctx"), (tp, "Parallel.tp", "tp"),
-                            (steps, "Speculation.steps", "steps"), (topk, "Speculation.topk", "topk"),
-                            (draft_tokens, "Speculation.num_draft_tokens", "draft-tokens")):
-        if val is not None:
-            check_limit(name, val, flag)  # the schema's ranges (physics.rules.LIMITS)
+    _check_deployment_limits(batch=batch, ctx=ctx, tp=tp, steps=steps, topk=topk, draft_tokens=draft_tokens)
     if gpu is not None and model is None and engine is None:
         g, ar = get_gpu(gpu)
         if g.name == sc.gpu.name:
@@ -413,12 +419,7 @@ def build_record(scenario: str | None = None, **overrides) -> Record | None:
         return None
     run = {k: overrides.get(k) for k in _RUN_OVERRIDES}
     try:
-        for key, limit, flag in (("batch", "Workload.batch", "batch"), ("ctx", "Workload.ctx", "ctx"),
-                                 ("tp", "Parallel.tp", "tp"), ("steps", "Speculation.steps", "steps"),
-                                 ("topk", "Speculation.topk", "topk"),
-                                 ("draft_tokens", "Speculation.num_draft_tokens", "draft-tokens")):
-            if key in given:
-                check_limit(limit, given[key], flag)
+        _check_deployment_limits(**{k: given.get(k) for k in ("batch", "ctx", "tp", "steps", "topk", "draft_tokens")})
         src = builtin_scenario_data(name)  # cached: copy what the overrides change (they replace, never mutate, the rest)
         if "model" in given:  # a new deployment, as build_scenario builds it
             base_gpu = given.get("gpu") or gpu_preset_key(src["gpu"]["name"]) or src["gpu"]["name"]

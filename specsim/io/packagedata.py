@@ -118,6 +118,11 @@ def engine_entry(name: str) -> dict:
     return _resolve("engines", name, "engine")[1]["engine"]
 
 
+def names_a_file(name: str) -> bool:
+    """Whether a ``--model`` value is a path (a Hugging Face config.json), not a preset name."""
+    return any(c in name for c in "/\\") or name.endswith(".json")
+
+
 def model_entry(name: str) -> tuple[dict, dict]:
     """A model preset's target and EAGLE head fields."""
     _, entry = _resolve("models", name, "model")

@@ -27,6 +27,7 @@ from .packagedata import (  # noqa: F401  (re-exported)
     model_entry,
     model_names,
     moe_config_tuned,
+    names_a_file,
     preset_key,
 )
 
@@ -49,8 +50,7 @@ def get_engine(name: str) -> Engine:
 
 def get_model(name_or_path: str) -> tuple[TargetModel, DraftModel]:
     """A model preset (target + EAGLE-3 head), or a Hugging Face config.json path."""
-    looks_like_path = any(c in name_or_path for c in "/\\") or name_or_path.endswith(".json")
-    if looks_like_path and (Path(name_or_path).exists() or name_or_path.endswith(".json")):
+    if names_a_file(name_or_path) and (Path(name_or_path).exists() or name_or_path.endswith(".json")):
         from .hfconfig import load_hf_config
 
         return load_hf_config(name_or_path)

@@ -743,6 +743,8 @@ def schema_defaults() -> dict[str, dict]:
             if f.is_required():
                 continue
             v = f.default_factory() if f.default_factory is not None else f.default
-            fields[name] = v.model_dump() if isinstance(v, BaseModel) else v
+            if isinstance(v, BaseModel):  # a nested model at its own defaults: {} (records complete it from its own row)
+                v = {} if v == type(v)() else v.model_dump()
+            fields[name] = v
         out[model.__name__] = fields
     return out

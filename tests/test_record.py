@@ -121,6 +121,7 @@ def test_record_path_declines_what_it_cannot_vouch_for():
     assert build_record(tp=4) is None
     assert build_record(dtype="fp8") is None
     assert build_record(model="llama-3.1-8b", profile="models/profiles/h200.json") is None
+    assert build_record(model="llama-3.1-8b", gpu="") is None  # an empty name is an error, not "the base's GPU"
     assert build_record(steps=2.0) is None  # not plainly an int: the schema judges it
     assert build_record(stop_strings=1) is None
     assert build_record("no-such-scenario") is None
@@ -198,9 +199,9 @@ def test_record_path_takes_every_valid_run(over, name):
 
 from specsim.io.packagedata import engine_names, gpu_names, model_names  # noqa: E402
 
-_deployment = st.fixed_dictionaries({"model": st.sampled_from(model_names() + ["no-such-model"])}, optional={
-    "gpu": st.sampled_from(gpu_names() + ["tpu"]), "tp": st.sampled_from([1, 2, 3, 4, 8, 16]),
-    "engine": st.sampled_from(engine_names() + ["trt"]), "dtype": st.sampled_from(["bf16", "fp8", "int4", "fp3"]),
+_deployment = st.fixed_dictionaries({"model": st.sampled_from(model_names() + ["no-such-model", ""])}, optional={
+    "gpu": st.sampled_from(gpu_names() + ["tpu", ""]), "tp": st.sampled_from([0, 1, 2, 3, 4, 8, 16]),
+    "engine": st.sampled_from(engine_names() + ["trt", ""]), "dtype": st.sampled_from(["bf16", "fp8", "int4", "fp3", ""]),
     "steps": st.integers(1, 6), "topk": st.integers(1, 4), "batch": st.integers(1, 128), "ctx": st.integers(0, 9000),
     "accept": st.floats(1, 4), "max_running_requests": st.integers(1, 64),
 })

@@ -422,7 +422,7 @@ def build_record(scenario: str | None = None, **overrides) -> Record | None:
         _check_deployment_limits(**{k: given.get(k) for k in ("batch", "ctx", "tp", "steps", "topk", "draft_tokens")})
         src = builtin_scenario_data(name)  # cached: copy what the overrides change (they replace, never mutate, the rest)
         if "model" in given:  # a new deployment, as build_scenario builds it
-            base_gpu = given.get("gpu") or gpu_preset_key(src["gpu"]["name"]) or src["gpu"]["name"]
+            base_gpu = given["gpu"] if "gpu" in given else gpu_preset_key(src["gpu"]["name"]) or src["gpu"]["name"]
             new = fresh_scenario(given["model"], base_gpu, given.get("tp", src["parallel"]["tp"]), given.get("engine"),
                                  dtype=given.get("dtype"), batch=given.get("batch"), ctx=given.get("ctx"), presets=RECORDS)
             data = new.model_dump()

@@ -10,14 +10,14 @@ from ..io.packagedata import (
     DEFAULT_SCENARIO,
     allreduce_entry,
     builtin_scenario_data,
-    builtin_scenarios,
+    builtin_scenario_names,
     engine_entry,
     gpu_entry,
     model_entry,
     names_a_file,
     preset_key,
 )
-from ..physics.rules import LIMITS, check_limit
+from ..physics.rules import LIMITS, MAX_LIST, check_limit, finite_number
 
 if TYPE_CHECKING:
     from ..physics.record import Record
@@ -389,12 +389,10 @@ def _vouched(data: dict) -> Record:
 
 
 def _plain_type(value, kind) -> bool:
-    from ..physics.rules import finite_number
-
     if kind is float:
         return finite_number(value)
     if kind is list:
-        return isinstance(value, list) and len(value) <= 4096 and all(finite_number(v) for v in value)
+        return isinstance(value, list) and len(value) <= MAX_LIST and all(finite_number(v) for v in value)
     return type(value) is kind
 
 
@@ -415,7 +413,7 @@ def build_record(scenario: str | None = None, **overrides) -> Record | None:
     if scenario is not None and not isinstance(scenario, str) or set(given) - set(kinds):
         return None
     name = scenario if scenario is not None else DEFAULT_SCENARIO
-    if name not in builtin_scenarios() or not all(_plain_type(v, kinds[k]) for k, v in given.items()):
+    if name not in builtin_scenario_names() or not all(_plain_type(v, kinds[k]) for k, v in given.items()):
         return None
     run = {k: overrides.get(k) for k in _RUN_OVERRIDES}
     try:

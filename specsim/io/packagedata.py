@@ -78,18 +78,16 @@ def engine_names() -> list[str]:
     return list(_table("engines"))
 
 
+@cache
+def builtin_scenario_names() -> tuple[str, ...]:
+    """The built-in scenarios' names (their files in ``calibration/scenarios``, in file-name order); no file is read."""
+    files = sorted(f.name for f in data_root("calibration").joinpath("scenarios").iterdir() if f.name.endswith(".json"))
+    return tuple(f[:-5] for f in files)
+
+
 def builtin_scenarios() -> dict[str, str]:
     """Built-in scenario names -> their one-line description."""
-    return dict(_builtin_index())
-
-
-@cache
-def _builtin_index() -> dict[str, str]:
-    out = {}
-    for f in sorted(data_root("calibration").joinpath("scenarios").iterdir(), key=lambda x: x.name):
-        if f.name.endswith(".json"):
-            out[f.name[:-5]] = json.loads(f.read_text(encoding="utf-8")).get("description", "")
-    return out
+    return {n: builtin_scenario_data(n).get("description", "") for n in builtin_scenario_names()}
 
 
 @cache

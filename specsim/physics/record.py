@@ -13,7 +13,16 @@ from __future__ import annotations
 
 from .defaults import DEFAULTS
 from .methods import AllReduceMethods, EngineMethods, GPUMethods
-from .rules import acceptance_problem, draft_tokens_for, finite_number, in_limits, scenario_problem
+from .rules import (
+    CAPTURE_SIZES,
+    MAX_LIST,
+    MAX_TEXT,
+    acceptance_problem,
+    draft_tokens_for,
+    finite_number,
+    in_limits,
+    scenario_problem,
+)
 
 #: each model's fields that are not plain values: a nested model, a mapping of models, or a mapping keyed by
 #: TP size (JSON writes its integer keys as text)
@@ -125,7 +134,7 @@ def _is_int(x) -> bool:
 
 
 def _numbers(x) -> bool:
-    return isinstance(x, list) and 0 < len(x) <= 4096 and all(finite_number(v) for v in x)
+    return isinstance(x, list) and 0 < len(x) <= MAX_LIST and all(finite_number(v) for v in x)
 
 
 def checked_scenario(data: dict) -> Record | None:
@@ -144,13 +153,12 @@ def checked_scenario(data: dict) -> Record | None:
     width = draft_tokens_for(steps, topk, width)
     if width is None or set(acc) - set(DEFAULTS["Acceptance"]):
         return None
-    acc = {**DEFAULTS["Acceptance"], **acc}
     tau = acc["accept_length"]
     if tau is not None and not (finite_number(tau) and in_limits("Acceptance.accept_length", tau)):
         return None
     if any(acc[k] is not None and not _numbers(acc[k]) for k in ("rates", "pmf", "shape_rates")):
         return None
-    if type(acc["source"]) is not str or not acc["source"].isprintable() or len(acc["source"]) > 10_000:
+    if type(acc["source"]) is not str or not acc["source"].isprintable() or len(acc["source"]) > MAX_TEXT:
         return None
     if acceptance_problem(acc["accept_length"], acc["rates"], acc["pmf"], acc["shape_rates"]):
         return None
@@ -162,8 +170,9 @@ def checked_scenario(data: dict) -> Record | None:
     cap = eng.get("max_running_requests")
     if cap is not None and not (_is_int(cap) and in_limits("Engine.max_running_requests", cap)):
         return None
+    lo, hi = CAPTURE_SIZES
     for sizes in (eng.get("capture_batch_sizes"), eng.get("capture_token_sizes")):
-        if sizes is not None and not (isinstance(sizes, list) and all(_is_int(s) and 1 <= s <= 10_000_000 for s in sizes)):
+        if sizes is not None and not (isinstance(sizes, list) and all(_is_int(s) and lo <= s <= hi for s in sizes)):
             return None
     notes = data.get("notes", [])
     if not (isinstance(notes, list) and all(type(n) is str and n.isprintable() for n in notes)):

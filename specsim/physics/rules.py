@@ -20,6 +20,9 @@ DTYPE_BYTES: dict[str, float] = {
     "fp4": 0.5 + 1.0 / 16,  # NVFP4: fp8 scale per 16 elements
 }
 MAX_ALLREDUCE_CHAIN = 3  # all-reduce implementations one path may chain (one-shot -> two-shot -> NCCL)
+MAX_LIST = 4096  # items in any list of numbers (capture sizes, rates)
+MAX_TEXT = 10_000  # characters in any text field (names, sources, notes): longer input is refused, not rendered
+CAPTURE_SIZES = (1, 10_000_000)  # inclusive range of a captured CUDA-graph size (requests or tokens)
 
 #: inclusive ranges of the fields a deployment's flags set: ``model.field`` -> (lowest, highest)
 LIMITS: dict[str, tuple[float, float]] = {

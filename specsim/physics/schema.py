@@ -15,8 +15,11 @@ from pydantic import BaseModel, ConfigDict, Field, StringConstraints, Validation
 
 from .methods import AllReduceMethods, EngineMethods, GPUMethods
 from .rules import (  # noqa: F401  (DTYPE_BYTES, MAX_ALLREDUCE_CHAIN, draft_tokens_for: re-exported)
+    CAPTURE_SIZES,
     DTYPE_BYTES,
     MAX_ALLREDUCE_CHAIN,
+    MAX_LIST,
+    MAX_TEXT,
     acceptance_problem,
     bounds,
     check_range,
@@ -30,7 +33,6 @@ Dtype = Literal["fp32", "bf16", "fp16", "fp8", "int8", "int4", "fp4"]
 
 _NUMERIC_ONLY: dict[tuple[type, str], bool] = {}
 _HOLDS_MODEL: dict[tuple[type, str], bool] = {}  # (model, field): its annotation holds a pydantic model
-MAX_LIST = 4096  # items in any list of numbers (capture sizes, rates)
 
 
 def _numeric_only(tp) -> bool:
@@ -63,7 +65,6 @@ def _bad_scalar(v) -> bool:
 
 MIN_EFFICIENCY = 1e-4  # achieved / datasheet rate: below this no real kernel was measured (and rates divide by it)
 MIN_RATE = 1e6  # bytes (per second): the least bandwidth or capacity a device or link is given
-MAX_TEXT = 10_000  # characters in any text field (names, sources, notes): longer input is refused, not rendered
 
 
 #: characters no text field may hold: C0 / C1 controls but tab and newline (an ESC starts a terminal escape
@@ -532,8 +533,9 @@ class Engine(EngineMethods, _Model):
     @field_validator("capture_batch_sizes", "capture_token_sizes")
     @classmethod
     def _sizes(cls, v: list[int] | None) -> list[int] | None:
-        if v is not None and any(not 1 <= x <= 10_000_000 for x in v):
-            raise ValueError("capture sizes must be integers in [1, 10000000]")
+        lo, hi = CAPTURE_SIZES
+        if v is not None and any(not lo <= x <= hi for x in v):
+            raise ValueError(f"capture sizes must be integers in [{lo}, {hi}]")
         return v
 
 

@@ -8,6 +8,7 @@ over leading axes; the last axis is the draft position.
 
 from __future__ import annotations
 
+import math
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -68,6 +69,10 @@ def scale_profile_to_tau(base_rates, tau, steps, iters: int = 80) -> np.ndarray:
     monotone in theta, so the result keeps the base profile's shape (its decay with depth).
     Broadcasts over tau and steps; returns rates of length max(steps).
     """
+    lo, hi = -30.0, 12.0  # log theta bounds (theta ~1e-13: rates -> 1; e^12: rates -> 0)
+    if isinstance(steps, int) and isinstance(tau, (int, float)) and isinstance(base_rates, (list, tuple, np.ndarray)) \
+            and np.ndim(base_rates) == 1 and len(base_rates):
+        return _scaled_profile_one(base_rates, float(tau), steps, lo, hi)
     tau = np.asarray(tau, dtype=float)
     steps_arr = np.asarray(steps, dtype=int)
     smax = int(np.max(steps_arr))
@@ -80,30 +85,6 @@ def scale_profile_to_tau(base_rates, tau, steps, iters: int = 80) -> np.ndarray:
         r = np.exp(logb * np.exp(log_theta)[..., None])
         return 1.0 + np.where(mask, np.cumprod(r, axis=-1), 0.0).sum(axis=-1)
 
-    lo, hi = -30.0, 12.0  # log theta bounds (theta ~1e-13: rates -> 1; e^12: rates -> 0)
-    if not shape and logb.ndim == 1:  # one scenario: Brent's method on plain floats (same formula)
-        import math
-
-        from .roots import brentq
-
-        lb = [float(v) for v in logb[: int(steps_arr)]]  # positions past steps are masked out
-        target = float(tau)
-
-        def tau_f(log_theta: float) -> float:
-            theta, prod, total = math.exp(log_theta), 1.0, 0.0
-            for v in lb:
-                prod *= math.exp(v * theta)
-                total += prod
-            return 1.0 + total
-
-        t_lo, t_hi = tau_f(lo), tau_f(hi)
-        if target >= t_lo:
-            x = lo
-        elif target <= t_hi:
-            x = hi
-        else:
-            x = brentq(lambda v: tau_f(v) - target, lo, hi, xtol=1e-12)
-        return np.exp(logb * np.exp(x))
     if not shape:  # one scenario, a batch of base profiles: Brent's method
         from .roots import brentq
 
@@ -124,8 +105,43 @@ def scale_profile_to_tau(base_rates, tau, steps, iters: int = 80) -> np.ndarray:
     return np.exp(logb * np.exp(0.5 * (lo_a + hi_a))[..., None])
 
 
+def _scaled_profile_one(base_rates, tau: float, steps: int, lo: float, hi: float) -> np.ndarray:
+    """:func:`scale_profile_to_tau` of one profile, one tau and one step count: Brent's method on plain floats (the
+    same formula and bracket as the array path)."""
+    from .roots import brentq
+
+    base = [float(v) for v in base_rates]
+    base += [base[-1]] * (steps - len(base))  # a short profile repeats its last value (extend_rates)
+    logb = [math.log(min(max(v, 1e-9), 1 - 1e-12)) for v in base]
+    lb = logb[:steps]  # positions past steps are masked out
+
+    def tau_f(log_theta: float) -> float:
+        theta, prod, total = math.exp(log_theta), 1.0, 0.0
+        for v in lb:
+            prod *= math.exp(v * theta)
+            total += prod
+        return 1.0 + total
+
+    if tau >= tau_f(lo):
+        x = lo
+    elif tau <= tau_f(hi):
+        x = hi
+    else:
+        x = brentq(lambda v: tau_f(v) - tau, lo, hi, xtol=1e-12)
+    return np.exp(np.array(lb) * math.exp(x))
+
+
 def accept_length_std(rates, steps: int) -> np.ndarray:
     """Standard deviation of tokens committed per request per cycle."""
+    if isinstance(steps, int) and isinstance(rates, np.ndarray) and rates.ndim == 1 and len(rates) >= steps >= 0:
+        surv, prod = [1.0], 1.0  # one profile: P(L >= 1..steps+1) on plain floats
+        for r in rates[:steps].tolist():
+            prod *= r
+            surv.append(prod)
+        surv.append(0.0)
+        pmf = [surv[i] - surv[i + 1] for i in range(steps + 1)]
+        m = sum(q * (i + 1) for i, q in enumerate(pmf))
+        return np.float64(math.sqrt(max(sum(q * (i + 1) ** 2 for i, q in enumerate(pmf)) - m * m, 0.0)))
     pmf = pmf_from_rates(rates, steps)
     L = np.arange(1, steps + 2)
     m = (pmf * L).sum(-1)

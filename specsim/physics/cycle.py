@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextvars
 import functools
 import math
+import operator
 import os
 
 import numpy as np
@@ -345,18 +346,25 @@ _GPU_CACHE: dict = {}
 
 def _baseline_key(p: Params):
     """A hashable key of every parameter the decode step may read (one scenario: plain floats), else None."""
-    names, vals = [], []
-    for k, v in p.items():
-        if k in _SPEC_ONLY:
-            continue
-        if type(v) is float:
-            vals.append(v)
-        elif k in _NOT_PER_POINT and isinstance(v, np.ndarray):
-            vals.append(v.tobytes())
-        else:
-            return None
-        names.append(k)
-    return tuple(names), tuple(vals)
+    names = tuple(p)
+    plan = _KEY_PLANS.get(names)
+    if plan is None:  # which positions the key takes, and which hold arrays: once per parameter layout
+        keep = tuple(i for i, k in enumerate(names) if k not in _SPEC_ONLY)
+        plan = _KEY_PLANS[names] = (tuple(names[i] for i in keep), operator.itemgetter(*keep),
+                                    tuple(i for i in keep if names[i] in _NOT_PER_POINT))
+    kept_names, take, array_at = plan
+    vals = list(p.values())
+    for i in array_at:  # the captured sizes: an array of the scenario's, not of points
+        if isinstance(vals[i], np.ndarray):
+            vals[i] = vals[i].tobytes()
+    kept = take(vals)
+    if not set(map(type, kept)) <= _KEY_TYPES:
+        return None
+    return kept_names, kept
+
+
+_KEY_PLANS: dict = {}
+_KEY_TYPES = frozenset((float, bytes))
 
 
 def _cached(cache: dict, key, fn):

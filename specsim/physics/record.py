@@ -111,17 +111,31 @@ def record(model: str, data: dict) -> Record:
 def complete(model: str, data: dict) -> dict:
     """``data`` of ``model`` with every field it leaves out at its default, nested models too: what the schema's
     ``model_dump()`` gives for trusted package data (presets), numbers aside (an int where a float is declared
-    stays an int, equal in value). A copy; ``data`` is not changed."""
+    stays an int, equal in value). ``data`` is not changed: a mapping that lacks nothing, at any depth, is
+    returned itself (records share their data, read-only), else a new one with the defaults (copies) filled in."""
     import copy
 
-    out = {k: copy.deepcopy(v) for k, v in DEFAULTS[model].items() if k not in data}
-    out.update(data)
+    defaults = DEFAULTS[model]
+    out = None
+    if len(data) < len(defaults) or not data.keys() >= defaults.keys():
+        out = {k: copy.deepcopy(v) for k, v in defaults.items() if k not in data}
+        out.update(data)
+    cur = data if out is None else out
     for name, shape in SHAPES[model].items():
-        v = out.get(name)
+        v = cur.get(name)
         if v is None or shape[0] == "int_keys":
             continue
-        out[name] = complete(shape[1], v) if shape[0] == "model" else {k: complete(shape[1], x) for k, x in v.items()}
-    return out
+        if shape[0] == "model":
+            new = complete(shape[1], v)
+        else:
+            new = {k: complete(shape[1], x) for k, x in v.items()}
+            if all(new[k] is x for k, x in v.items()):
+                new = v
+        if new is not v:
+            if out is None:
+                out = cur = dict(data)
+            out[name] = new
+    return cur
 
 
 def default_record(model: str) -> Record:

@@ -328,13 +328,93 @@ _COUNTS = {"gemm": "_n_kernel_floor", "grouped_gemm": "_n_kernel_floor", "attent
 _EAGER_EXCESS = "_eager_excess_us"  # linear mode: sum of count x max(eager launch - kernel time, 0)
 
 
+class _FloatCosts:
+    """:func:`_op_parts` and :meth:`_Acc.add` fused for one scenario's operators whose numbers are all plain floats:
+    the same formulas in the same order (so the same sums, to the bit), without a dict of parts or numpy's dispatch
+    per operator. :meth:`add` answers False for anything else (grouped GEMMs, an array field), which then takes the
+    general path."""
+
+    def __init__(self, p: Params, acc: _Acc):
+        self.acc, self.t = acc, acc.t
+        self.hbm, self.gpe, self.loss = p["hbm_bytes_per_s"], p["gemm_peak_efficiency"], p["gemm_stream_loss"]
+        self.ew_us_per_byte = 1e6 / (p["hbm_bytes_per_s"] * p["elementwise_mem_efficiency"])
+        self.ok = all(type(v) is float for v in (self.hbm, self.gpe, self.loss, self.ew_us_per_byte))
+
+    def add(self, op: Op) -> bool:
+        fam, count = op.family, op.count
+        if type(count) is not float:
+            return False
+        acc, t = self.acc, self.t
+        if fam == "gemm":
+            m, n_cols, k_dim, w_b, a_b, bw_eff, rate = op.m, op.n_cols, op.k_dim, op.bytes, op.act_bytes, op.bw_eff, op.flop_rate
+            if not (type(m) is float and type(n_cols) is float and type(k_dim) is float and type(w_b) is float
+                    and type(a_b) is float and type(bw_eff) is float and type(rate) is float):
+                return False
+            mem = (w_b + a_b) * (1e6 / (self.hbm * bw_eff))
+            m_pad = math.ceil(max(m, 1.0) / GEMM_ROW_TILE) * GEMM_ROW_TILE
+            cmp_ = 2.0 * m_pad * n_cols * k_dim / (rate * self.gpe) * 1e6
+            excess = max(cmp_ - mem, 0.0) + self.loss * min(mem, cmp_)
+            t["weights"] += count * mem
+            t["compute"] += count * excess
+            floor = acc.kernel_floor
+            busy = mem + excess + floor
+        elif fam == "elementwise":
+            a_b = op.act_bytes
+            if type(a_b) is not float:
+                return False
+            us = a_b * self.ew_us_per_byte
+            t["activations"] += count * us
+            floor = acc.small_floor
+            busy = us + floor
+        elif fam == "attention":
+            w_b, bw_eff, flops, rate, fixed = op.bytes, op.bw_eff, op.flops, op.flop_rate, op.fixed_us
+            if not (type(w_b) is float and type(bw_eff) is float and type(flops) is float and type(rate) is float
+                    and type(fixed) is float):
+                return False
+            mem = w_b * (1e6 / (self.hbm * bw_eff))
+            cmp_ = flops * (1e6 / rate)
+            us = max(mem, cmp_) + fixed
+            t["attention"] += count * us
+            floor = acc.kernel_floor
+            busy = us + floor
+        elif fam == "collective":
+            us = op.fixed_us
+            if type(us) is not float:
+                return False
+            t["allreduce"] += count * us
+            floor = 0.0
+            busy = us + floor
+        elif fam == "fixed":
+            us = op.fixed_us
+            if type(us) is not float:
+                return False
+            t["kernel_fixed"] += count * us
+            return True
+        else:
+            return False
+        t["kernel_fixed"] += count * floor
+        if acc.all_graph:
+            launch = count * acc.node_us
+        else:
+            gap = acc.eager_us - busy
+            launch = count * (acc._graph_node + acc._eager_share * (gap if gap > 0.0 else 0.0))
+        t["launch"] += launch
+        acc.kernels += count
+        return True
+
+
 def evaluate_ops(p: Params, ops: list[Op], graph, keep_rows: bool = False) -> dict:
     """Sum a forward's operators into components (ms); ``rows`` holds the per-operator table."""
     acc = _Acc(p, graph, keep_rows)
     flat = 0 if keep_rows else FLAT.n
+    fast = _FloatCosts(p, acc) if acc.floats and not keep_rows else None
+    if fast is not None and not fast.ok:
+        fast = None
     for op in ops:
         count = op.count
         if (count == 0.0) if type(count) is float else _is_zero(count):
+            continue
+        if fast is not None and acc.floats and fast.add(op):
             continue
         if flat and zero_array(count):  # all zero: adds exact zeros (only its (n,) shape is kept)
             acc.skip(op, flat)

@@ -6,6 +6,7 @@ import math
 
 import numpy as np
 
+from .numeric import ndim as _ndim
 from .numeric import scalars as _scalars
 from .numeric import where as _w
 
@@ -79,12 +80,12 @@ def fused_moe_grid(num_experts, experts_per_token, tokens, active, block_m, n_ou
             launched = min(launched, float(pairs))
         blocks = max(float(active), 1e-9) * per
         return blocks * tiles, launched * tiles, blocks * block_m
-    a = np.maximum(active, 1e-9) if np.ndim(active) else max(float(active), 1e-9)
+    a = np.maximum(active, 1e-9) if _ndim(active) else max(float(active), 1e-9)
     per_expert = pairs / a / block_m + 0.5
-    blocks = a * (np.maximum(per_expert, 1.0) if np.ndim(per_expert) else max(per_expert, 1.0))
+    blocks = a * (np.maximum(per_expert, 1.0) if _ndim(per_expert) else max(per_expert, 1.0))
     tiles_n = np.ceil(n_out / block_n)
     launched_blocks = np.ceil((pairs + (num_experts + 1) * (block_m - 1)) / block_m)
     launched_blocks = np.where((np.asarray(clamp) > 0) & (tokens < block_m), np.minimum(launched_blocks, pairs), launched_blocks)
-    if np.ndim(tiles_n) == 0 and np.ndim(launched_blocks) == 0:
+    if _ndim(tiles_n) == 0 and _ndim(launched_blocks) == 0:
         tiles_n, launched_blocks = float(tiles_n), float(launched_blocks)
     return blocks * tiles_n, launched_blocks * tiles_n, blocks * block_m

@@ -17,11 +17,19 @@ def scalars(*xs) -> bool:
     return True
 
 
+_PLAIN = (float, int, bool)
+
+
+def ndim(x) -> int:
+    """``np.ndim(x)``, without numpy's dispatch for a plain Python number (most calls of a one-scenario forward)."""
+    return 0 if type(x) in _PLAIN else np.ndim(x)
+
+
 def num(x):
     """A scalar as a Python float, anything else as a float array."""
     if isinstance(x, float):
         return float(x)
-    return float(x) if np.ndim(x) == 0 else np.asarray(x, dtype=float)
+    return float(x) if ndim(x) == 0 else np.asarray(x, dtype=float)
 
 
 def where(cond, a, b):
@@ -35,4 +43,4 @@ def maximum(a, b):
     """``np.maximum`` that keeps Python scalars scalar."""
     if isinstance(a, float) and isinstance(b, float):
         return max(a, b)
-    return max(a, b) if np.ndim(a) == 0 and np.ndim(b) == 0 else np.maximum(a, b)
+    return max(a, b) if ndim(a) == 0 and ndim(b) == 0 else np.maximum(a, b)

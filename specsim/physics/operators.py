@@ -17,6 +17,7 @@ import numpy as np
 from .collectives import allgather_us, allreduce_us
 from .moe import expected_distinct_experts, experts_read, fused_moe_grid, fused_moe_tiles
 from .numeric import maximum as _maximum
+from .numeric import ndim as _ndim
 from .numeric import num as _num
 from .numeric import where as _where
 from .params import Params
@@ -102,7 +103,7 @@ def _absent(count) -> bool:
         return count == 0
     if isinstance(count, np.ndarray) and count.ndim:
         return bool(FLAT.n) and zero_array(count)
-    return np.ndim(count) == 0 and float(count) == 0.0
+    return _ndim(count) == 0 and float(count) == 0.0
 
 
 def _gemm(name, phase, count, p: Params, m, k_dim, n_cols, wbytes, flop_rate, bw_eff=None) -> Op:
@@ -128,7 +129,7 @@ def host_planned_tree(p: Params):
 
 def _one_byte(bytes_per_weight):
     """1 where weights are one-byte (fp8 / int8, their scales included), else 0: their GEMMs quantise the input first."""
-    if np.ndim(bytes_per_weight) == 0:
+    if _ndim(bytes_per_weight) == 0:
         return 1.0 if 0.75 < float(bytes_per_weight) < 1.5 else 0.0
     return _where((bytes_per_weight > 0.75) * (bytes_per_weight < 1.5), 1.0, 0.0)
 
@@ -136,7 +137,7 @@ def _one_byte(bytes_per_weight):
 def _elem(name, phase, count, p: Params, act_bytes) -> Op:
     sf = p["small_kernel_factor"]
     c = count * sf
-    if (_absent(count) and (type(sf) is float or np.ndim(sf) == 0)) or (FLAT.n and zero_array(c)):
+    if (_absent(count) and (type(sf) is float or _ndim(sf) == 0)) or (FLAT.n and zero_array(c)):
         return Op(name, "elementwise", phase, c)
     return Op(name, "elementwise", phase, c, act_bytes=act_bytes)
 
@@ -162,19 +163,19 @@ def _attention(name, count, p: Params, b, w, ctx_eff, kv_bytes_per_token, q_rows
         return Op(name, "attention", "attention", count)
     tile = _where(multi, EXTEND_QUERY_TILE, DECODE_QUERY_TILE)
     rows = q_rows_per_kv * w
-    fa2 = bool(fa2_tree) if np.ndim(fa2_tree) == 0 else bool(np.any(fa2_tree))  # an all-zero array: the plain terms
+    fa2 = bool(fa2_tree) if _ndim(fa2_tree) == 0 else bool(np.any(fa2_tree))  # an all-zero array: the plain terms
     if fa2:
         fa2_tile = fa2_query_tile(rows)
         tile = _where(fa2_tree > 0, fa2_tile, tile)
     padded = np.ceil(rows / tile) * tile
-    padded = float(padded) if np.ndim(padded) == 0 else padded
+    padded = float(padded) if _ndim(padded) == 0 else padded
     eff = p["attention_mem_efficiency"]
     if work_items is not None:
         eff = eff * work_items / (work_items + p["attention_half_efficiency_heads"])
         # past the split threshold each (request, KV head) streams its whole sequence on one SM
         unsplit = work_items > p["attention_unsplit_items"]
         capped = p["attention_unsplit_efficiency"]
-        eff = _where(unsplit, min(eff, capped) if np.ndim(eff) == 0 else np.minimum(eff, capped), eff)
+        eff = _where(unsplit, min(eff, capped) if _ndim(eff) == 0 else np.minimum(eff, capped), eff)
     flop_rate, fixed_us = _attention_flop_rate(p) / slowdown, p["attention_fixed_us"]
     if fa2:
         flop_rate = _where(fa2_tree > 0, p["flops_bf16"] * p["tree_mask_flop_efficiency"], flop_rate)
@@ -196,7 +197,7 @@ def batch_expansion(p: Params):
     runs CUDA graphs at all (``enforce_eager`` off: spec_decode_worker.py disables the MQA scorer then); with no
     graph captured it scores with one multi-token query per request (the MQA scorer); else 0."""
     expand = p["verify_batch_expansion"]
-    if np.ndim(expand) == 0 and not expand:
+    if _ndim(expand) == 0 and not expand:
         return 0.0
     captured = float(np.max(p["capture_batch_sizes"])) > 0.0
     return expand * _num(p["graph_verify"]) * captured
@@ -207,11 +208,11 @@ def _attention_rows(p: Params, b, w, multi, verify: bool):
     for a verify under batch expansion (:func:`batch_expansion`), b x w single-token sequences on decode kernels,
     each reading its request's whole KV cache (vLLM V0's batch-expansion scorer)."""
     expand = batch_expansion(p) if verify else 0.0
-    if np.ndim(expand) == 0 and not expand:
+    if _ndim(expand) == 0 and not expand:
         return b, w, multi
     ex = _where(multi, expand, 0.0)
     b_att, w_att = b * (1 + ex * (w - 1)), w - ex * (w - 1)
-    if np.ndim(ex) == 0 and np.ndim(multi) == 0:
+    if _ndim(ex) == 0 and _ndim(multi) == 0:
         return b_att, w_att, bool(multi) and not ex
     return b_att, w_att, np.asarray(multi, dtype=bool) & (np.asarray(ex) == 0)
 
@@ -219,7 +220,7 @@ def _attention_rows(p: Params, b, w, multi, verify: bool):
 def one_launch_flag(graph):
     """The launch flag every point shares: the flag itself where it is one number; in a flat block (see
     :data:`FLAT`) 1.0 or 0.0 where every point replays a graph or every point launches eagerly; else None."""
-    if np.ndim(graph) == 0:
+    if _ndim(graph) == 0:
         return float(graph)
     if not FLAT.n:
         return None
@@ -263,7 +264,7 @@ def _tp_collectives(p: Params, graph, layers, n, h, logit_rows, vocab) -> list[O
     alpha, bw, large = _allreduce_params(p, graph)
     nccl_alpha, nccl_bw = large[-1][1], large[-1][2]
     tp = p["tp"]
-    tp_on = float(tp > 1) if np.ndim(tp) == 0 else (np.asarray(tp) > 1).astype(float)  # per point: none at TP 1
+    tp_on = float(tp > 1) if _ndim(tp) == 0 else (np.asarray(tp) > 1).astype(float)  # per point: none at TP 1
     gather_bytes = logit_rows * vocab * ACT_BYTES
     return [
         Op("allreduce", "collective", "comm", (layers * p["allreduces_per_layer"] + 1) * tp_on,
@@ -309,7 +310,7 @@ def _routed_expert_ops(p: Params, Lm, n, k, E, h, ei, reads, active, br, fr) -> 
     triton = p["moe_triton_tiles"]
     if _absent(Lm):
         return [Op("experts_gate_up", "grouped_gemm", "moe", Lm), Op("experts_down", "grouped_gemm", "moe", Lm)]
-    if np.ndim(triton) == 0 and not triton:  # no Triton grid anywhere: rows pad to the MMA tile, no tiles to pick
+    if _ndim(triton) == 0 and not triton:  # no Triton grid anywhere: rows pad to the MMA tile, no tiles to pick
         bm, bn, eff = 16.0, 16.0, p["moe_mem_efficiency"]
     else:
         bm, bn, wide = fused_moe_tiles(n, E, p["moe_fp8_tiles"] > 0, p["moe_tuned_config"])
@@ -336,7 +337,7 @@ def target_ops(p: Params, tokens_per_request, batch=None, ctx=None, graph=None, 
     c = _num(p["ctx"] if ctx is None else ctx)
     graph = p["graph_verify"] if graph is None else graph
     multi = (w > 1) if multi_token is None else multi_token
-    multi = bool(multi) if np.ndim(multi) == 0 else np.asarray(multi, dtype=bool)
+    multi = bool(multi) if _ndim(multi) == 0 else np.asarray(multi, dtype=bool)
     n = b * w
     tp, h = p["tp"], p["hidden"]
     L, Lm = p["num_layers"], p["num_moe_layers"]
@@ -363,7 +364,7 @@ def target_ops(p: Params, tokens_per_request, batch=None, ctx=None, graph=None, 
     rope, nope, vd = p["qk_rope_head_dim"], p["qk_nope_head_dim"], p["v_head_dim"]
     qk = nope + rope
     if not _scalar_zero(mla):  # a GQA model (one scenario) has no MLA operators: none are built
-        has_ql = float(ql > 0) if np.ndim(ql) == 0 else (np.asarray(ql) > 0).astype(float)
+        has_ql = float(ql > 0) if _ndim(ql) == 0 else (np.asarray(ql) > 0).astype(float)
         latent = kvl + rope
         absorbed = p["mla_absorbed"]  # 1: attention over the latent cache; 0: over per-head K/V
         per_head = heads_r * (qk + vd)
@@ -474,12 +475,12 @@ def _draft_attention(p: Params, L, b, w, ctx_eff, kv_r, heads_r, d, branches: bo
     FlashInfer tree path (``engine.tree_attention_fa2_custom_mask``, topk > 1, no MLA), b x w one-query rows."""
     kv_bytes, flops_key = 2 * kv_r * d * p["bytes_kv"], 4 * kv_r * (heads_r / kv_r) * d
     own = host_planned_tree(p) * p["tree_fa2_custom_mask"] if branches else 0.0
-    if np.ndim(own) == 0 and not own:
+    if _ndim(own) == 0 and not own:
         return _attention("attention", L, p, b, w, ctx_eff, kv_bytes, heads_r / kv_r, flops_key,
-                          (w > 1) if np.ndim(w) else bool(w > 1), work_items=b * kv_r)
+                          (w > 1) if _ndim(w) else bool(w > 1), work_items=b * kv_r)
     # a blend of the two per point: own = 1 gives B x topk rows of one query each, own = 0 the shared read
     b_att, w_att = b * (1 + own * (w - 1)), w - own * (w - 1)
-    multi = (w_att > 1) if np.ndim(w_att) else bool(w_att > 1)
+    multi = (w_att > 1) if _ndim(w_att) else bool(w_att > 1)
     return _attention("attention", L, p, b_att, w_att, ctx_eff, kv_bytes, heads_r / kv_r, flops_key, multi,
                       work_items=b_att * kv_r)
 

@@ -53,7 +53,8 @@ def gemm_compute_us(p: Params, m, n_cols, k_dim, flop_rate):
     two_m_pad = memo("2m_pad", lambda: 2.0 * (np.ceil(np.maximum(np.asarray(m, dtype=float), 1.0) / GEMM_ROW_TILE) * GEMM_ROW_TILE), m)
     us_per_flop = memo("gemm_us_per_flop", lambda: 1e6 / (flop_rate * p["gemm_peak_efficiency"]), flop_rate,
                        p["gemm_peak_efficiency"])
-    return two_m_pad * n_cols * k_dim * us_per_flop
+    # and N x K x us per FLOP once per shape (a block's forwards share their GEMMs' shapes)
+    return two_m_pad * memo("gemm_nk_us", lambda: n_cols * k_dim * us_per_flop, n_cols, k_dim, us_per_flop)
 
 
 def gemm_us(p: Params, m, n_cols, k_dim, weight_bytes, act_bytes, bw_eff, flop_rate):
@@ -162,9 +163,9 @@ class _Acc:
         floor = self.small_floor if fam == "elementwise" else 0.0 if fam == "collective" else self.p["kernel_floor_us"]
         if self.linear:
             self._to(_COUNTS[fam], count)
-            if self.eager_any:
-                gap = self.eager_us - (_sum(parts) + floor)
-                self._to(_EAGER_EXCESS, count * (max(gap, 0.0) if _scalar(gap) else np.maximum(gap, 0.0)))
+            if self.eager_any:  # the host launch's excess over the kernel: (eager launch - floor) - busy, once per floor
+                gap = memo("eager_minus_floor", lambda: self.eager_us - floor, self.eager_us, floor) - _sum(parts)
+                self._to(_EAGER_EXCESS, count * (max(gap, 0.0) if _scalar(gap) else np.maximum(gap, 0.0, out=gap)))
             return
         self._to("kernel_fixed", count * floor)
         busy = _sum(parts) + floor

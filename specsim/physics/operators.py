@@ -83,6 +83,17 @@ def memo(tag: str, fn, *objs):
     return hit[1]
 
 
+def static(tag: str, fn, p: Params):
+    """``fn(p)``, once per flat block for the same parameter set (identity of its values): the parts of a forward
+    that depend on none of its tokens, requests, context or launch mode (shapes per rank, operator counts), shared by
+    every forward of the block. ``fn`` must not read ``p["batch"]``: the speculative and plain-decode runs of a block
+    differ in it alone (:func:`~specsim.physics.cycle.running`), and it is left out of the key. Outside a flat block
+    simply ``fn(p)``."""
+    if FLAT.cache is None:
+        return fn(p)
+    return memo(tag, lambda: fn(p), *[v for key, v in p.items() if key != "batch"])
+
+
 def zero_array(count) -> bool:
     """An all-zero count array of a flat block (see :data:`FLAT`)."""
     n = FLAT.n
@@ -109,9 +120,14 @@ def _absent(count) -> bool:
 def _gemm(name, phase, count, p: Params, m, k_dim, n_cols, wbytes, flop_rate, bw_eff=None) -> Op:
     if _absent(count):  # never evaluated: skip the arithmetic of its fields
         return Op(name, "gemm", phase, count)
-    # a flat block's forwards go straight to the cost model, which never reads a GEMM's flops
-    flops = 0.0 if FLAT.n else 2.0 * m * k_dim * n_cols
-    return Op(name, "gemm", phase, count, bytes=k_dim * n_cols * wbytes, act_bytes=m * (k_dim + n_cols) * ACT_BYTES,
+    # a flat block's forwards go straight to the cost model, which never reads a GEMM's flops; its weight bytes are the
+    # same in every forward of the block (the shapes come from the static part: see static)
+    if FLAT.cache is None:
+        flops, wb, ab = 2.0 * m * k_dim * n_cols, k_dim * n_cols * wbytes, m * (k_dim + n_cols) * ACT_BYTES
+    else:
+        flops, wb = 0.0, memo("gemm_weight_bytes", lambda: k_dim * n_cols * wbytes, k_dim, n_cols, wbytes)
+        ab = m * memo("gemm_act_bytes_per_row", lambda: (k_dim + n_cols) * ACT_BYTES, k_dim, n_cols)
+    return Op(name, "gemm", phase, count, bytes=wb, act_bytes=ab,
               flops=flops, m=m, n_cols=n_cols, k_dim=k_dim,
               bw_eff=p["mem_efficiency"] if bw_eff is None else bw_eff, flop_rate=flop_rate)
 
@@ -136,7 +152,7 @@ def _one_byte(bytes_per_weight):
 
 def _elem(name, phase, count, p: Params, act_bytes) -> Op:
     sf = p["small_kernel_factor"]
-    c = count * sf
+    c = count * sf if FLAT.cache is None else memo("elem_count", lambda: count * sf, count, sf)
     if (_absent(count) and (type(sf) is float or _ndim(sf) == 0)) or (FLAT.n and zero_array(c)):
         return Op(name, "elementwise", phase, c)
     return Op(name, "elementwise", phase, c, act_bytes=act_bytes)
@@ -264,35 +280,39 @@ def _tp_collectives(p: Params, graph, layers, n, h, logit_rows, vocab) -> list[O
     alpha, bw, large = _allreduce_params(p, graph)
     nccl_alpha, nccl_bw = large[-1][1], large[-1][2]
     tp = p["tp"]
-    tp_on = float(tp > 1) if _ndim(tp) == 0 else (np.asarray(tp) > 1).astype(float)  # per point: none at TP 1
+    tp_on = float(tp > 1) if _ndim(tp) == 0 else memo("tp_on", lambda: (np.asarray(tp) > 1).astype(float), tp)  # none at TP 1
     gather_bytes = logit_rows * vocab * ACT_BYTES
+    per_layer = p["allreduces_per_layer"]
     return [
-        Op("allreduce", "collective", "comm", (layers * p["allreduces_per_layer"] + 1) * tp_on,
+        Op("allreduce", "collective", "comm", memo("allreduce_count", lambda: (layers * per_layer + 1) * tp_on, layers,
+                                                   per_layer, tp_on),
            bytes=n * h * ACT_BYTES, fixed_us=allreduce_us(n * h * ACT_BYTES, tp, alpha, bw, large)),
         Op("logits_allgather", "collective", "comm", 1.0 * tp_on, bytes=gather_bytes,
            fixed_us=allgather_us(gather_bytes, tp, nccl_alpha, nccl_bw)),
     ]
 
 
-def _gqa_ops(p: Params, gqa, L, fused, n, h, b, w, multi, heads_r, kv_r, ctx_eff, ba, fa) -> list[Op]:
-    """The GQA attention operators of :func:`target_ops`."""
-    d = p["head_dim"]
+def _gqa_ops(p: Params, s: dict, n, b, w, multi, ctx_eff) -> list[Op]:
+    """The GQA attention operators of :func:`target_ops` (``s``: its static part, :func:`_target_static`)."""
+    d, h, heads_r, kv_r, ba, fa = s["d"], s["h"], s["heads_r"], s["kv_r"], s["ba"], s["fa"]
+    fused_count, apart_q, apart_kv, per_layer, qk_norm_count, kv_store_count = s["gqa_counts"]
+    qkv_cols, q_cols, kv_cols = s["gqa_cols"]
     # unpacked GQA (repeat_kv, or a kernel that does not pack a KV head's queries) reads each KV head per query head
     unpack = _where(multi, p["attention_unpacked_multi_token"], p["attention_unpacked_decode"])
     kv_read_heads = kv_r + unpack * (heads_r - kv_r)
     tree = host_planned_tree(p) * multi  # a tree verify on the host-planned (FlashInfer) path
     return [
-        _gemm("qkv_proj", "attention", gqa * L * fused, p, n, h, (heads_r + 2 * kv_r) * d, ba, fa),
-        _gemm("q_proj", "attention", gqa * L * (1 - fused), p, n, h, heads_r * d, ba, fa),
-        _gemm("kv_proj", "attention", gqa * L * (1 - fused) * 2, p, n, h, kv_r * d, ba, fa),
-        _gemm("o_proj", "attention", gqa * L, p, n, heads_r * d, h, ba, fa),
-        _attention("attention_gqa", gqa * L, p, b, w, ctx_eff, 2 * kv_read_heads * d * p["bytes_kv"], heads_r / kv_r,
+        _gemm("qkv_proj", "attention", fused_count, p, n, h, qkv_cols, ba, fa),
+        _gemm("q_proj", "attention", apart_q, p, n, h, q_cols, ba, fa),
+        _gemm("kv_proj", "attention", apart_kv, p, n, h, kv_cols, ba, fa),
+        _gemm("o_proj", "attention", per_layer, p, n, q_cols, h, ba, fa),
+        _attention("attention_gqa", per_layer, p, b, w, ctx_eff, 2 * kv_read_heads * d * p["bytes_kv"], heads_r / kv_r,
                    4 * kv_r * (heads_r / kv_r) * d, multi, work_items=b * kv_read_heads,
                    slowdown=1.0 + (p["tree_mask_attention_slowdown"] - 1.0) * tree, fa2_tree=tree * p["tree_fa2_custom_mask"]),
-        _elem("qk_norm", "attention", gqa * L * p["qk_norm_kernels"], p, n * (heads_r + kv_r) * d * ACT_BYTES),
-        _elem("rope", "attention", gqa * L, p, 2 * n * (heads_r + kv_r) * d * ACT_BYTES),
+        _elem("qk_norm", "attention", qk_norm_count, p, n * (heads_r + kv_r) * d * ACT_BYTES),
+        _elem("rope", "attention", per_layer, p, 2 * n * (heads_r + kv_r) * d * ACT_BYTES),
         # the engine's kernels write K and V (two index_put, or one, or none where the rotary kernel writes them)
-        _elem("kv_store", "attention", gqa * L * p["kv_store_kernels"], p,
+        _elem("kv_store", "attention", kv_store_count, p,
               2 * n * kv_r * d * p["bytes_kv"] / _maximum(p["kv_store_kernels"], 1.0) * 2),
     ]
 
@@ -328,6 +348,67 @@ def _routed_expert_ops(p: Params, Lm, n, k, E, h, ei, reads, active, br, fr) -> 
     return out
 
 
+def _target_static(p: Params) -> dict:
+    """What :func:`target_ops` reads that does not depend on the forward's tokens, requests, context or launch mode:
+    shapes per rank, weight bytes and FLOP rates, and the operators' counts (never ``p["batch"]``: see :func:`static`)."""
+    tp, h = p["tp"], p["hidden"]
+    L, Lm = p["num_layers"], p["num_moe_layers"]
+    Ld = L - Lm
+    mla = p["is_mla"]
+    gqa = 1 - mla
+    heads_r = p["num_heads"] / tp
+    kv_r = _maximum(p["num_kv_heads"] / tp, 1.0)
+    fused = p["fused_projections"]  # 1: one qkv and one gate_up GEMM; 0: q, k, v / gate, up apart
+    d = p["head_dim"]
+    ql, kvl = p["q_lora_rank"], p["kv_lora_rank"]
+    rope, nope, vd = p["qk_rope_head_dim"], p["qk_nope_head_dim"], p["v_head_dim"]
+    qk = nope + rope
+    s = {"h": h, "L": L, "Lm": Lm, "Ld": Ld, "mla": mla, "gqa": gqa, "heads_r": heads_r, "kv_r": kv_r, "d": d,
+         "ba": p["bytes_attention"], "fa": p["flops_attention"], "ql": ql, "kvl": kvl, "rope": rope, "nope": nope,
+         "vd": vd, "qk": qk}
+    if not _scalar_zero(gqa):
+        s["gqa_counts"] = (gqa * L * fused, gqa * L * (1 - fused), gqa * L * (1 - fused) * 2, gqa * L,
+                           gqa * L * p["qk_norm_kernels"], gqa * L * p["kv_store_kernels"])
+        s["gqa_cols"] = ((heads_r + 2 * kv_r) * d, heads_r * d, kv_r * d)
+    if not _scalar_zero(mla):
+        has_ql = float(ql > 0) if _ndim(ql) == 0 else (np.asarray(ql) > 0).astype(float)
+        s.update(has_ql=has_ql, latent=kvl + rope, absorbed=p["mla_absorbed"], per_head=heads_r * (qk + vd))
+    s["heads_width"] = _where(mla > 0, heads_r * (qk + vd), (heads_r + 2 * kv_r) * d)
+    s["layer_counts"] = (L * p["norm_kernels"], L * p["residual_add_kernels"], L * p["attention_aux_kernels"],
+                         L * p["attention_copy_kernels"])
+    inter = p["intermediate"] / tp
+    s.update(inter=inter, bd=p["bytes_dense"], fd=p["flops_dense"], dense_counts=(Ld * fused, Ld * (1 - fused) * 2))
+    E, k = p["num_experts"], p["experts_per_token"]
+    sh = p["num_shared_experts"] * p["shared_intermediate"] / tp
+    ei = p["expert_intermediate"] / tp
+    # an engine that fuses the shared experts into the routed kernel runs them as n_shared more experts that every
+    # token picks (E + n_shared experts, top-(k + n_shared)): their weights stream there, no GEMMs of their own
+    sf = p["shared_fused"] * (sh > 0)
+    n_sh = p["num_shared_experts"] * sf
+    s.update(E=E, k=k, sh=sh, ei=ei, bs_=p["bytes_shared"], fs=p["flops_shared"], br=p["bytes_routed"],
+             fr=p["flops_routed"], sf=sf, n_sh=n_sh, shared_reads=sf * sh / _maximum(ei, 1e-9),
+             shared_count=Lm * (sh > 0) * (1 - sf))
+    # --- activation quantisation before each fp8 / int8 GEMM (the engine's per-token or per-group quant kernel)
+    # MLA: the fused q_a + kv_a GEMM (or q_proj and kv_a without a q LoRA), q_b, o; GQA: qkv, o (or q, k, v, o)
+    q_att = _one_byte(s["ba"]) * _where(mla > 0, 3.0, 2.0 + 2.0 * (1 - fused))
+    # a per-tensor dynamic scale for the routed experts' input is found and applied in three kernels (zeros, absmax, quant)
+    q_routed = 2.0 * _one_byte(s["br"]) * _where(p["moe_block_scaled"] > 0, 1.0, 3.0)
+    q_mlp = 2.0 * _one_byte(s["bd"]) * Ld + q_routed * Lm + 2.0 * _one_byte(s["bs_"]) * Lm * (sh > 0) * (1 - sf)
+    s["act_quant_count"] = (q_att * L + q_mlp) * p["act_quant_kernels"]
+    s["vr"] = p["vocab"] / tp
+    s["moe_counts"] = (Lm * p["router_topk_kernels"], Lm * p["moe_align_kernels"], Lm * p["moe_combine_kernels"],
+                       Lm * p["moe_norm_kernels"], Lm * p["moe_int4_glue_kernels"], Lm * (sh > 0) * p["shared_glue_kernels"])
+    s["router_excess"] = (Lm * _where(p["router_topk_us"] > 0, 1.0, 0.0), _maximum(
+        p["router_topk_us"] - p["router_topk_kernels"] * (p["graph_node_us"] + small_floor(p)), 0.0))
+    s["gate_up_cols"], s["shared_gate_up_cols"], s["shared_glue_width"] = 2 * inter, 2 * sh, _maximum(sh, h)
+    if not _scalar_zero(mla):
+        has_ql = s["has_ql"]
+        s["mla_counts"] = (mla * L * has_ql, mla * L, mla * L * s["absorbed"], mla * L * (1 - s["absorbed"]),
+                           mla * L * (1 + has_ql), mla * L * p["kv_store_kernels_mla"], mla * L * p["mla_misc_kernels"])
+        s["mla_shapes"] = (has_ql * ql + (1 - has_ql) * h, heads_r * qk, heads_r * nope, heads_r * vd)
+    return s
+
+
 def target_ops(p: Params, tokens_per_request, batch=None, ctx=None, graph=None, multi_token=None,
                routed_tokens=None, verify: bool = False, last_logits: bool = False) -> list[Op]:
     """Operators of the target forward over batch x tokens_per_request new tokens (``verify``: a speculative verify,
@@ -339,16 +420,12 @@ def target_ops(p: Params, tokens_per_request, batch=None, ctx=None, graph=None, 
     multi = (w > 1) if multi_token is None else multi_token
     multi = bool(multi) if _ndim(multi) == 0 else np.asarray(multi, dtype=bool)
     n = b * w
-    tp, h = p["tp"], p["hidden"]
-    L, Lm = p["num_layers"], p["num_moe_layers"]
-    Ld = L - Lm
-    ba, fa = p["bytes_attention"], p["flops_attention"]
-    mla = p["is_mla"]
-    gqa = 1 - mla
-    heads_r = p["num_heads"] / tp
-    kv_r = _maximum(p["num_kv_heads"] / tp, 1.0)
+    s = static("target", _target_static, p)
+    h, L, Lm, Ld = s["h"], s["L"], s["Lm"], s["Ld"]
+    ba, fa = s["ba"], s["fa"]
+    mla, gqa = s["mla"], s["gqa"]
+    heads_r = s["heads_r"]
     ctx_eff = c + w + p["static_cache_headroom_tokens"]  # keys attended (a static cache: all of it)
-    fused = p["fused_projections"]  # 1: one qkv and one gate_up GEMM; 0: q, k, v / gate, up apart
     ops: list[Op] = []
 
     # the attention kernels' requests, rows per request and kind: a verify under batch expansion runs every row as a
@@ -357,97 +434,87 @@ def target_ops(p: Params, tokens_per_request, batch=None, ctx=None, graph=None, 
 
     # --- attention, GQA (weights sharded by heads; KV heads replicate when tp > num_kv_heads)
     if not _scalar_zero(gqa):  # an MLA model (one scenario) has no GQA operators: none are built
-        ops += _gqa_ops(p, gqa, L, fused, n, h, b_att, w_att, multi_att, heads_r, kv_r, ctx_eff, ba, fa)
+        ops += _gqa_ops(p, s, n, b_att, w_att, multi_att, ctx_eff)
 
     # --- attention, MLA (low-rank down-projections replicated, head-wise up-projections sharded)
-    ql, kvl = p["q_lora_rank"], p["kv_lora_rank"]
-    rope, nope, vd = p["qk_rope_head_dim"], p["qk_nope_head_dim"], p["v_head_dim"]
-    qk = nope + rope
+    ql, kvl = s["ql"], s["kvl"]
+    rope, vd, qk = s["rope"], s["vd"], s["qk"]
     if not _scalar_zero(mla):  # a GQA model (one scenario) has no MLA operators: none are built
-        has_ql = float(ql > 0) if _ndim(ql) == 0 else (np.asarray(ql) > 0).astype(float)
-        latent = kvl + rope
-        absorbed = p["mla_absorbed"]  # 1: attention over the latent cache; 0: over per-head K/V
-        per_head = heads_r * (qk + vd)
+        has_ql, latent, per_head = s["has_ql"], s["latent"], s["per_head"]
+        q_a_count, per_layer, latent_count, per_head_count, norm_count, store_count, misc_count = s["mla_counts"]
+        q_b_in, q_b_cols, uk_cols, uv_cols = s["mla_shapes"]
         ops += [
-            _gemm("q_a_proj", "attention", mla * L * has_ql, p, n, h, ql, ba, fa),
-            _gemm("q_b_proj", "attention", mla * L, p, n, has_ql * ql + (1 - has_ql) * h, heads_r * qk, ba, fa),
-            _gemm("kv_a_proj", "attention", mla * L, p, n, h, latent, ba, fa),
-            _gemm("w_uk", "attention", mla * L, p, n, kvl, heads_r * nope, ba, fa),
-            _gemm("w_uv", "attention", mla * L, p, n, kvl, heads_r * vd, ba, fa),
-            _gemm("o_proj", "attention", mla * L, p, n, heads_r * vd, h, ba, fa),
-            _attention("attention_mla_latent", mla * L * absorbed, p, b_att, w_att, ctx_eff, latent * p["bytes_kv"], heads_r,
+            _gemm("q_a_proj", "attention", q_a_count, p, n, h, ql, ba, fa),
+            _gemm("q_b_proj", "attention", per_layer, p, n, q_b_in, q_b_cols, ba, fa),
+            _gemm("kv_a_proj", "attention", per_layer, p, n, h, latent, ba, fa),
+            _gemm("w_uk", "attention", per_layer, p, n, kvl, uk_cols, ba, fa),
+            _gemm("w_uv", "attention", per_layer, p, n, kvl, uv_cols, ba, fa),
+            _gemm("o_proj", "attention", per_layer, p, n, uv_cols, h, ba, fa),
+            _attention("attention_mla_latent", latent_count, p, b_att, w_att, ctx_eff, latent * p["bytes_kv"], heads_r,
                        2 * (latent + kvl), multi_att),
-            _attention("attention_mla_per_head", mla * L * (1 - absorbed), p, b_att, w_att, ctx_eff, per_head * p["bytes_kv"],
+            _attention("attention_mla_per_head", per_head_count, p, b_att, w_att, ctx_eff, per_head * p["bytes_kv"],
                        heads_r, 2 * (qk + vd), multi_att),
             # the q and kv latents' RMSNorms, rotary on q_pe / k_pe, the latent cache write
-            _elem("latent_norms", "attention", mla * L * (1 + has_ql), p, 2 * n * (kvl + ql) * ACT_BYTES / (1 + has_ql)),
-            _elem("rope_mla", "attention", mla * L, p, 2 * n * (heads_r + 1) * rope * ACT_BYTES),
-            _elem("kv_store_mla", "attention", mla * L * p["kv_store_kernels_mla"], p, 2 * n * latent * p["bytes_kv"]),
-            _elem("mla_misc", "attention", mla * L * p["mla_misc_kernels"], p, 2 * n * latent * ACT_BYTES),
+            _elem("latent_norms", "attention", norm_count, p, 2 * n * (kvl + ql) * ACT_BYTES / (1 + has_ql)),
+            _elem("rope_mla", "attention", per_layer, p, 2 * n * (heads_r + 1) * rope * ACT_BYTES),
+            _elem("kv_store_mla", "attention", store_count, p, 2 * n * latent * p["bytes_kv"]),
+            _elem("mla_misc", "attention", misc_count, p, 2 * n * latent * ACT_BYTES),
         ]
 
     # --- every layer: RMSNorms (input and post-attention), residual adds, the attention backend's side kernels and
     # the copies of the architecture's attention code (engine.model_kernels)
-    heads_width = _where(mla > 0, heads_r * (qk + vd), (heads_r + 2 * kv_r) * p["head_dim"])
+    norms, residuals, aux, copies = s["layer_counts"]
     ops += [
-        _elem("layer_norms", "attention", L * p["norm_kernels"], p, 4 * n * h * ACT_BYTES),
-        _elem("residual_adds", "attention", L * p["residual_add_kernels"], p, 3 * n * h * ACT_BYTES),
-        _elem("attention_aux", "attention", L * p["attention_aux_kernels"], p, 4 * b * heads_r * 4.0),
-        _elem("attention_copies", "attention", L * p["attention_copy_kernels"], p, 2 * n * heads_width * ACT_BYTES),
+        _elem("layer_norms", "attention", norms, p, 4 * n * h * ACT_BYTES),
+        _elem("residual_adds", "attention", residuals, p, 3 * n * h * ACT_BYTES),
+        _elem("attention_aux", "attention", aux, p, 4 * b * heads_r * 4.0),
+        _elem("attention_copies", "attention", copies, p, 2 * n * s["heads_width"] * ACT_BYTES),
     ]
 
     # --- dense MLP layers (gate_up fused, down)
-    inter = p["intermediate"] / tp
-    bd, fd = p["bytes_dense"], p["flops_dense"]
+    inter, bd, fd = s["inter"], s["bd"], s["fd"]
+    fused_count, apart_count = s["dense_counts"]
     ops += [
-        _gemm("gate_up_proj", "mlp", Ld * fused, p, n, h, 2 * inter, bd, fd),
-        _gemm("gate_proj|up_proj", "mlp", Ld * (1 - fused) * 2, p, n, h, inter, bd, fd),
+        _gemm("gate_up_proj", "mlp", fused_count, p, n, h, s["gate_up_cols"], bd, fd),
+        _gemm("gate_proj|up_proj", "mlp", apart_count, p, n, h, inter, bd, fd),
         _gemm("down_proj", "mlp", Ld, p, n, inter, h, bd, fd),
         _elem("silu_mul", "mlp", Ld, p, 3 * n * inter * ACT_BYTES),
     ]
 
     # --- MoE layers: router, shared experts, routed experts (fused: distinct experts; gathered: n*k)
-    E, k = p["num_experts"], p["experts_per_token"]
-    sh = p["num_shared_experts"] * p["shared_intermediate"] / tp
-    bs_, fs = p["bytes_shared"], p["flops_shared"]
-    ei = p["expert_intermediate"] / tp
+    E, k, sh, ei = s["E"], s["k"], s["sh"], s["ei"]
+    bs_, fs = s["bs_"], s["fs"]
     routed = n if routed_tokens is None else _num(routed_tokens)
     per_token = p["moe_per_token_kernel"] > 0
     reads = experts_read(E, k, routed, p["moe_per_token_kernel"])
     # a gathered kernel that materialises per-token weight copies (HF batched_mm) moves them several times
     reads = reads * _where(per_token, p["per_token_traffic_factor"], 1.0)
     active = _where(per_token, n * k, expected_distinct_experts(E, k, routed))
-    br, fr = p["bytes_routed"], p["flops_routed"]
-    # an engine that fuses the shared experts into the routed kernel runs them as n_shared more experts that every
-    # token picks (E + n_shared experts, top-(k + n_shared)): their weights stream there, no GEMMs of their own
-    sf = p["shared_fused"] * (sh > 0)
-    n_sh = p["num_shared_experts"] * sf
-    reads = reads + sf * sh / _maximum(ei, 1e-9)  # the shared experts' weights, in routed-expert widths
+    br, fr = s["br"], s["fr"]
+    n_sh = s["n_sh"]
+    reads = reads + s["shared_reads"]  # the shared experts' weights, in routed-expert widths
     experts_ops = _routed_expert_ops(p, Lm, n, k + n_sh, E + n_sh, h, ei, reads, active + n_sh, br, fr)
+    shared_count = s["shared_count"]
+    topk_count, align_count, combine_count, norm_count, int4_count, glue_count = s["moe_counts"]
+    excess_count, excess_us = s["router_excess"]
     ops += [
         _gemm("router", "moe", Lm, p, n, h, E, 2.0, p["flops_bf16"]),
-        _gemm("shared_gate_up", "moe", Lm * (sh > 0) * (1 - sf), p, n, h, 2 * sh, bs_, fs),
-        _gemm("shared_down", "moe", Lm * (sh > 0) * (1 - sf), p, n, sh, h, bs_, fs),
+        _gemm("shared_gate_up", "moe", shared_count, p, n, h, s["shared_gate_up_cols"], bs_, fs),
+        _gemm("shared_down", "moe", shared_count, p, n, sh, h, bs_, fs),
         *experts_ops,
-        _elem("router_topk", "moe", Lm * p["router_topk_kernels"], p, n * E * 4.0),
+        _elem("router_topk", "moe", topk_count, p, n * E * 4.0),
         # a measured router top-k: the GPU time its kernels take beyond their floors (torch's sort-based top-k kernels)
-        Op("router_topk_measured_excess", "fixed", "moe", Lm * _where(p["router_topk_us"] > 0, 1.0, 0.0),
-           fixed_us=_maximum(p["router_topk_us"] - p["router_topk_kernels"] * (p["graph_node_us"] + small_floor(p)), 0.0)),
-        _elem("moe_align", "moe", Lm * p["moe_align_kernels"], p, n * k * 4.0 * 2),
+        Op("router_topk_measured_excess", "fixed", "moe", excess_count, fixed_us=excess_us),
+        _elem("moe_align", "moe", align_count, p, n * k * 4.0 * 2),
         _elem("moe_silu_mul", "moe", Lm, p, 3 * n * k * ei * ACT_BYTES),
-        _elem("moe_combine", "moe", Lm * p["moe_combine_kernels"], p, n * (k + 1) * h * ACT_BYTES),
-        _elem("moe_activations_misc", "moe", Lm * p["moe_norm_kernels"], p, 4 * n * h * ACT_BYTES),
-        _elem("moe_int4_glue", "moe", Lm * p["moe_int4_glue_kernels"], p, 2 * n * h * ACT_BYTES),
-        _elem("shared_expert_glue", "moe", Lm * (sh > 0) * p["shared_glue_kernels"], p, 3 * n * _maximum(sh, h) * ACT_BYTES),
+        _elem("moe_combine", "moe", combine_count, p, n * (k + 1) * h * ACT_BYTES),
+        _elem("moe_activations_misc", "moe", norm_count, p, 4 * n * h * ACT_BYTES),
+        _elem("moe_int4_glue", "moe", int4_count, p, 2 * n * h * ACT_BYTES),
+        _elem("shared_expert_glue", "moe", glue_count, p, 3 * n * s["shared_glue_width"] * ACT_BYTES),
     ]
 
-    # --- activation quantisation before each fp8 / int8 GEMM (the engine's per-token or per-group quant kernel)
-    # MLA: the fused q_a + kv_a GEMM (or q_proj and kv_a without a q LoRA), q_b, o; GQA: qkv, o (or q, k, v, o)
-    q_att = _one_byte(ba) * _where(mla > 0, 3.0, 2.0 + 2.0 * (1 - fused))
-    # a per-tensor dynamic scale for the routed experts' input is found and applied in three kernels (zeros, absmax, quant)
-    q_routed = 2.0 * _one_byte(br) * _where(p["moe_block_scaled"] > 0, 1.0, 3.0)
-    q_mlp = 2.0 * _one_byte(bd) * Ld + q_routed * Lm + 2.0 * _one_byte(bs_) * Lm * (sh > 0) * (1 - sf)
-    ops.append(_elem("act_quant", "misc", (q_att * L + q_mlp) * p["act_quant_kernels"], p, 3 * n * h * ACT_BYTES))
+    # --- activation quantisation before each fp8 / int8 GEMM (counts: _target_static)
+    ops.append(_elem("act_quant", "misc", s["act_quant_count"], p, 3 * n * h * ACT_BYTES))
 
     # --- the multi-token (verify / extend) path: extra kernels and extra GPU time per layer
     ops += [
@@ -461,11 +528,10 @@ def target_ops(p: Params, tokens_per_request, batch=None, ctx=None, graph=None, 
     ops += _tp_collectives(p, graph, L, n, h, rows, p["vocab"])
 
     # --- embedding lookup, final norm, lm_head (vocab-parallel)
-    vr = p["vocab"] / tp
     ops += [
         _elem("embedding", "head", 1.0, p, 2 * n * h * ACT_BYTES),
         _elem("final_norm", "head", 1.0, p, 2 * rows * h * ACT_BYTES),
-        _gemm("lm_head", "head", 1.0, p, rows, h, vr, p["bytes_head"], p["flops_head"]),
+        _gemm("lm_head", "head", 1.0, p, rows, h, s["vr"], p["bytes_head"], p["flops_head"]),
     ]
     return ops
 
@@ -485,6 +551,21 @@ def _draft_attention(p: Params, L, b, w, ctx_eff, kv_r, heads_r, d, branches: bo
                       work_items=b_att * kv_r)
 
 
+def _draft_static(p: Params) -> dict:
+    """What :func:`draft_ops` reads that does not depend on the forward's tokens, requests, context or launch mode
+    (never ``p["batch"]``: see :func:`static`)."""
+    tp, h = p["tp"], p["draft_hidden"]
+    heads_r = p["draft_heads"] / tp
+    kv_r = _maximum(p["draft_kv_heads"] / tp, 1.0)
+    d = p["draft_head_dim"]
+    inter = p["draft_intermediate"] / tp
+    L = p["draft_layers"]
+    nsmall = _maximum(p["draft_kernels_per_layer"] - 6 - p["allreduces_per_layer"], 0.0)
+    return {"h": h, "by": p["bytes_draft"], "fl": p["flops_draft"], "L": L, "heads_r": heads_r, "kv_r": kv_r, "d": d,
+            "inter": inter, "vr": p["draft_vocab"] / tp, "fuse_on": (p["draft_fuse"] > 0), "small_count": L * nsmall,
+            "shapes": (2 * h, (heads_r + 2 * kv_r) * d, heads_r * d, 2 * inter, p["draft_fuse"] * p["hidden"])}
+
+
 def draft_ops(p: Params, tokens_per_request, batch=None, ctx=None, graph=None, fuse=False,
               last_logits: bool = False, branches: bool = False) -> list[Op]:
     """Operators of one EAGLE-3 head forward (one Llama-style layer on [embedding; hidden]).
@@ -500,27 +581,20 @@ def draft_ops(p: Params, tokens_per_request, batch=None, ctx=None, graph=None, f
     c = _num(p["ctx"] if ctx is None else ctx)
     graph = p["graph_draft"] if graph is None else graph
     n = b * w
-    tp = p["tp"]
-    h = p["draft_hidden"]
-    by, fl = p["bytes_draft"], p["flops_draft"]
-    L = p["draft_layers"]
-    heads_r = p["draft_heads"] / tp
-    kv_r = _maximum(p["draft_kv_heads"] / tp, 1.0)
-    d = p["draft_head_dim"]
+    s = static("draft", _draft_static, p)
+    h, by, fl, L, heads_r, kv_r, d, inter, vr = (s[k] for k in ("h", "by", "fl", "L", "heads_r", "kv_r", "d", "inter", "vr"))
+    qkv_in, qkv_cols, o_in, gate_up_cols, fuse_in = s["shapes"]
     ctx_eff = c + w
     f = _num(fuse)
-    inter = p["draft_intermediate"] / tp
-    vr = p["draft_vocab"] / tp
     ops = [
-        _gemm("fc_fuse_hidden", "mlp", f * (p["draft_fuse"] > 0), p, n, p["draft_fuse"] * p["hidden"], h, by, fl),
-        _gemm("qkv_proj", "attention", L, p, n, 2 * h, (heads_r + 2 * kv_r) * d, by, fl),
-        _gemm("o_proj", "attention", L, p, n, heads_r * d, h, by, fl),
+        _gemm("fc_fuse_hidden", "mlp", f * s["fuse_on"], p, n, fuse_in, h, by, fl),
+        _gemm("qkv_proj", "attention", L, p, n, qkv_in, qkv_cols, by, fl),
+        _gemm("o_proj", "attention", L, p, n, o_in, h, by, fl),
         _draft_attention(p, L, b, w, ctx_eff, kv_r, heads_r, d, branches),
-        _gemm("gate_up_proj", "mlp", L, p, n, h, 2 * inter, by, fl),
+        _gemm("gate_up_proj", "mlp", L, p, n, h, gate_up_cols, by, fl),
         _gemm("down_proj", "mlp", L, p, n, inter, h, by, fl),
     ]
-    nsmall = _maximum(p["draft_kernels_per_layer"] - 6 - p["allreduces_per_layer"], 0.0)
-    ops.append(_elem("norms_rope_act_store", "attention", L * nsmall, p, 4 * n * h * ACT_BYTES))
+    ops.append(_elem("norms_rope_act_store", "attention", s["small_count"], p, 4 * n * h * ACT_BYTES))
     ops.append(_elem("embedding_norm", "head", 2.0, p, 4 * n * h * ACT_BYTES))
     rows = b if last_logits else n  # a prefill's draft extend: the next draft token after each prompt only
     allreduce, allgather = _tp_collectives(p, graph, L, n, h, rows, p["draft_vocab"])

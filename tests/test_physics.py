@@ -367,3 +367,40 @@ def test_flat_block_with_a_non_finite_plain_parameter_takes_the_general_path():
         for k in ("speedup", "cycle_ms", "tok_s"):
             assert np.array_equal(np.isfinite(flat[k]), np.isfinite(general[k])), (key, k)
             assert np.allclose(flat[k], general[k], rtol=1e-12, atol=0.0, equal_nan=True), (key, k)
+
+
+def test_flat_block_shares_each_forwards_static_part_but_not_the_batch():
+    """A flat block computes a forward's static part (shapes, counts) once and hands it to every forward of the block
+    (operators.static); the speculative and plain runs of a point differ in the running batch alone, so with the
+    speculative cap binding for some points and every parameter random, the flat path still gives the general
+    arithmetic's numbers, and the static part is built once per block for the target and once for the draft."""
+    import sys
+    from pathlib import Path
+
+    import specsim.physics.cycle as cy
+    import specsim.physics.operators as ops
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+    from bench_predict import random_params
+
+    p, tau = random_params(300, 7)
+    p["spec_running_cap"] = 24.0  # binds where batch > 24: the speculative run's p differs in its batch
+    calls = {"target": 0, "draft": 0}
+    real_target, real_draft = ops._target_static, ops._draft_static
+
+    def counting(name, fn):
+        def wrapped(q):
+            calls[name] += 1
+            return fn(q)
+        return wrapped
+
+    ops._target_static, ops._draft_static = counting("target", real_target), counting("draft", real_draft)
+    try:
+        flat = cy.throughput(p, tau)
+    finally:
+        ops._target_static, ops._draft_static = real_target, real_draft
+    general = cy._throughput(p, tau)
+    assert calls == {"target": 1, "draft": 1}
+    assert (np.asarray(flat["running_requests"]) < np.asarray(p["batch"])).any()
+    for k in ("speedup", "cycle_ms", "tok_s", "baseline_tok_s"):
+        assert np.allclose(flat[k], general[k], rtol=1e-12, atol=0.0), k

@@ -192,6 +192,15 @@ class _Acc:
             t[comp] += count * us
             busy = us if busy is None else busy + us
         busy += floor
+        launch = self._float_kernels(count, floor, busy)
+        if self.rows is not None:
+            self._row(op, count, parts, count * busy + launch)
+
+    def _float_kernels(self, count: float, floor: float, busy: float) -> float:
+        """On plain floats: ``count`` kernels of ``busy`` us each (``floor`` of it their floor) into kernel_fixed,
+        launch and the kernel count; returns their launch us (graph: a node gap each; eager: the host launch's excess
+        over the kernel)."""
+        t = self.t
         t["kernel_fixed"] += count * floor
         if self.all_graph:
             launch = count * self.node_us
@@ -200,8 +209,7 @@ class _Acc:
             launch = count * (self._graph_node + self._eager_share * (gap if gap > 0.0 else 0.0))
         t["launch"] += launch
         self.kernels += count
-        if self.rows is not None:
-            self._row(op, count, parts, count * busy + launch)
+        return launch
 
     def _row(self, op: Op, count, parts: dict, us) -> None:
         """The operator's line of the per-operator table (``us`` None: a fixed-time operator, no kernel of its own)."""
@@ -393,14 +401,7 @@ class _FloatCosts:
             return True
         else:
             return False
-        t["kernel_fixed"] += count * floor
-        if acc.all_graph:
-            launch = count * acc.node_us
-        else:
-            gap = acc.eager_us - busy
-            launch = count * (acc._graph_node + acc._eager_share * (gap if gap > 0.0 else 0.0))
-        t["launch"] += launch
-        acc.kernels += count
+        acc._float_kernels(count, floor, busy)
         return True
 
 

@@ -65,14 +65,30 @@ def gemm_us(p: Params, m, n_cols, k_dim, weight_bytes, act_bytes, bw_eff, flop_r
     the measured H200 profile this fits the rise between M = 32 and the ridge (Llama-3.1-8B
     shapes: +16 % measured at M = 128) that ``max(memory, compute + loss x memory)`` missed.
     """
-    mem = (weight_bytes + act_bytes) * _us_per_byte(p["hbm_bytes_per_s"], bw_eff)
+    hbm, gpe, loss = p["hbm_bytes_per_s"], p["gemm_peak_efficiency"], p["gemm_stream_loss"]
+    if _scalar(m, n_cols, k_dim, weight_bytes, act_bytes, bw_eff, flop_rate, hbm, gpe, loss):
+        return _gemm_float_us(hbm, gpe, loss, m, n_cols, k_dim, weight_bytes, act_bytes, bw_eff, flop_rate)
+    mem = (weight_bytes + act_bytes) * _us_per_byte(hbm, bw_eff)
     cmp_ = gemm_compute_us(p, m, n_cols, k_dim, flop_rate)
-    loss = p["gemm_stream_loss"]
     if _scalar(cmp_, mem):
         return mem, max(cmp_ - mem, 0.0) + loss * min(mem, cmp_)
     # the same excess in one fewer array pass: cmp - (1 - loss) mem where compute leads, else loss x cmp
     kept = memo("1-loss", lambda: 1.0 - loss, loss)
     return mem, np.maximum(cmp_ - kept * mem, loss * cmp_)
+
+
+def _gemm_float_us(hbm, gpe, loss, m, n_cols, k_dim, weight_bytes, act_bytes, bw_eff, flop_rate) -> tuple[float, float]:
+    """:func:`gemm_us` on plain numbers (one scenario): (memory-bound part, compute-bound excess), us."""
+    mem = (weight_bytes + act_bytes) * (1e6 / (hbm * bw_eff))
+    m_pad = math.ceil(max(float(m), 1.0) / GEMM_ROW_TILE) * GEMM_ROW_TILE
+    cmp_ = 2.0 * m_pad * n_cols * k_dim / (flop_rate * gpe) * 1e6
+    return mem, max(cmp_ - mem, 0.0) + loss * min(mem, cmp_)
+
+
+def _attention_float_us(hbm, kv_bytes, bw_eff, flops, flop_rate, fixed_us) -> float:
+    """An attention kernel's time on plain numbers (one scenario), us: the longer of its KV stream and its MMAs (at
+    the attention kernels' achieved peak), plus its fixed cost."""
+    return max(kv_bytes * (1e6 / (hbm * bw_eff)), flops * (1e6 / flop_rate)) + fixed_us
 
 
 def _us_per_byte(bw, eff):
@@ -289,6 +305,8 @@ def _op_parts(p: Params, op: Op) -> dict:
     if op.family == "grouped_gemm":
         return _grouped_gemm_parts(p, op)
     if op.family == "attention":
+        if _scalar(bw, op.bytes, op.bw_eff, op.flops, op.flop_rate, op.fixed_us):
+            return {"attention": _attention_float_us(bw, op.bytes, op.bw_eff, op.flops, op.flop_rate, op.fixed_us)}
         mem = op.bytes * _us_per_byte(bw, op.bw_eff)
         cmp_ = op.flops * memo("us_per_flop", lambda: 1e6 / op.flop_rate, op.flop_rate)  # flop_rate: the attention kernels' achieved peak
         return {"attention": (max(mem, cmp_) if _scalar(mem, cmp_) else np.maximum(mem, cmp_)) + op.fixed_us}
@@ -359,49 +377,32 @@ class _FloatCosts:
             if not (type(m) is float and type(n_cols) is float and type(k_dim) is float and type(w_b) is float
                     and type(a_b) is float and type(bw_eff) is float and type(rate) is float):
                 return False
-            mem = (w_b + a_b) * (1e6 / (self.hbm * bw_eff))
-            m_pad = math.ceil(max(m, 1.0) / GEMM_ROW_TILE) * GEMM_ROW_TILE
-            cmp_ = 2.0 * m_pad * n_cols * k_dim / (rate * self.gpe) * 1e6
-            excess = max(cmp_ - mem, 0.0) + self.loss * min(mem, cmp_)
+            mem, excess = _gemm_float_us(self.hbm, self.gpe, self.loss, m, n_cols, k_dim, w_b, a_b, bw_eff, rate)
             t["weights"] += count * mem
             t["compute"] += count * excess
-            floor = acc.kernel_floor
-            busy = mem + excess + floor
-        elif fam == "elementwise":
-            a_b = op.act_bytes
-            if type(a_b) is not float:
+            acc._float_kernels(count, acc.kernel_floor, mem + excess + acc.kernel_floor)
+            return True
+        if fam == "elementwise":
+            if type(op.act_bytes) is not float:
                 return False
-            us = a_b * self.ew_us_per_byte
-            t["activations"] += count * us
-            floor = acc.small_floor
-            busy = us + floor
+            comp, us, floor = "activations", op.act_bytes * self.ew_us_per_byte, acc.small_floor
         elif fam == "attention":
             w_b, bw_eff, flops, rate, fixed = op.bytes, op.bw_eff, op.flops, op.flop_rate, op.fixed_us
             if not (type(w_b) is float and type(bw_eff) is float and type(flops) is float and type(rate) is float
                     and type(fixed) is float):
                 return False
-            mem = w_b * (1e6 / (self.hbm * bw_eff))
-            cmp_ = flops * (1e6 / rate)
-            us = max(mem, cmp_) + fixed
-            t["attention"] += count * us
-            floor = acc.kernel_floor
-            busy = us + floor
-        elif fam == "collective":
-            us = op.fixed_us
-            if type(us) is not float:
+            comp, us, floor = "attention", _attention_float_us(self.hbm, w_b, bw_eff, flops, rate, fixed), acc.kernel_floor
+        elif fam in ("collective", "fixed"):
+            if type(op.fixed_us) is not float:
                 return False
-            t["allreduce"] += count * us
-            floor = 0.0
-            busy = us + floor
-        elif fam == "fixed":
-            us = op.fixed_us
-            if type(us) is not float:
-                return False
-            t["kernel_fixed"] += count * us
-            return True
+            if fam == "fixed":  # extra GPU time with no kernel of its own
+                t["kernel_fixed"] += count * op.fixed_us
+                return True
+            comp, us, floor = "allreduce", op.fixed_us, 0.0
         else:
             return False
-        acc._float_kernels(count, floor, busy)
+        t[comp] += count * us
+        acc._float_kernels(count, floor, us + floor)
         return True
 
 

@@ -364,7 +364,7 @@ def _target_static(p: Params) -> dict:
     rope, nope, vd = p["qk_rope_head_dim"], p["qk_nope_head_dim"], p["v_head_dim"]
     qk = nope + rope
     s = {"h": h, "L": L, "Lm": Lm, "Ld": Ld, "mla": mla, "gqa": gqa, "heads_r": heads_r, "kv_r": kv_r, "d": d,
-         "ba": p["bytes_attention"], "fa": p["flops_attention"], "ql": ql, "kvl": kvl, "rope": rope, "nope": nope,
+         "ba": p["bytes_attention"], "fa": p["flops_attention"], "ql": ql, "kvl": kvl, "rope": rope,
          "vd": vd, "qk": qk}
     if not _scalar_zero(gqa):
         s["gqa_counts"] = (gqa * L * fused, gqa * L * (1 - fused), gqa * L * (1 - fused) * 2, gqa * L,
@@ -372,7 +372,11 @@ def _target_static(p: Params) -> dict:
         s["gqa_cols"] = ((heads_r + 2 * kv_r) * d, heads_r * d, kv_r * d)
     if not _scalar_zero(mla):
         has_ql = float(ql > 0) if _ndim(ql) == 0 else (np.asarray(ql) > 0).astype(float)
-        s.update(has_ql=has_ql, latent=kvl + rope, absorbed=p["mla_absorbed"], per_head=heads_r * (qk + vd))
+        absorbed = p["mla_absorbed"]  # 1: attention over the latent cache; 0: over per-head K/V
+        s.update(has_ql=has_ql, latent=kvl + rope, per_head=heads_r * (qk + vd))
+        s["mla_counts"] = (mla * L * has_ql, mla * L, mla * L * absorbed, mla * L * (1 - absorbed),
+                           mla * L * (1 + has_ql), mla * L * p["kv_store_kernels_mla"], mla * L * p["mla_misc_kernels"])
+        s["mla_shapes"] = (has_ql * ql + (1 - has_ql) * h, heads_r * qk, heads_r * nope, heads_r * vd)
     s["heads_width"] = _where(mla > 0, heads_r * (qk + vd), (heads_r + 2 * kv_r) * d)
     s["layer_counts"] = (L * p["norm_kernels"], L * p["residual_add_kernels"], L * p["attention_aux_kernels"],
                          L * p["attention_copy_kernels"])
@@ -401,11 +405,6 @@ def _target_static(p: Params) -> dict:
     s["router_excess"] = (Lm * _where(p["router_topk_us"] > 0, 1.0, 0.0), _maximum(
         p["router_topk_us"] - p["router_topk_kernels"] * (p["graph_node_us"] + small_floor(p)), 0.0))
     s["gate_up_cols"], s["shared_gate_up_cols"], s["shared_glue_width"] = 2 * inter, 2 * sh, _maximum(sh, h)
-    if not _scalar_zero(mla):
-        has_ql = s["has_ql"]
-        s["mla_counts"] = (mla * L * has_ql, mla * L, mla * L * s["absorbed"], mla * L * (1 - s["absorbed"]),
-                           mla * L * (1 + has_ql), mla * L * p["kv_store_kernels_mla"], mla * L * p["mla_misc_kernels"])
-        s["mla_shapes"] = (has_ql * ql + (1 - has_ql) * h, heads_r * qk, heads_r * nope, heads_r * vd)
     return s
 
 

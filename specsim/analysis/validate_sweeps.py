@@ -28,6 +28,11 @@ class SweepScore:
     tau: float | None
     rows: list[dict] = field(default_factory=list)
     skipped: str | None = None
+    #: a sweep whose source does not state its running-requests cap, scored again under each other reading of it
+    #: (``max_running_requests_readings``): {reading: {rows, mape_pct, worst_pct, within_pct_rows}}; not scores
+    readings: dict[str, dict] | None = None
+    #: the reading scored (the sweep's own ``max_running_requests``), named as in ``readings``
+    cap_reading: str | None = None
 
     @property
     def worst_pct(self) -> float | None:
@@ -66,7 +71,9 @@ class SweepValidation:
                 "protocol": "accept length fixed at the smallest batch of each sweep (fitted row); other rows held out; "
                             "baselines zero-shot from presets; configs zero-shot with their measured accept length",
                 "sweeps": [{"id": s.id, "setup": s.setup, "tau_fitted": s.tau, "skipped": s.skipped,
-                            "worst_held_out_error_pct": s.worst_pct, "rows": s.rows} for s in self.sweeps],
+                            "worst_held_out_error_pct": s.worst_pct, "rows": s.rows,
+                            **({"cap_scored": s.cap_reading, "cap_readings": s.readings} if s.readings else {})}
+                           for s in self.sweeps],
                 "baselines": self.baselines,
                 "configs": [{"id": c.id, "setup": c.setup, "skipped": c.skipped, "worst_error_pct": c.worst_pct,
                              "rows": c.rows, **({"tp_range": {str(k): v for k, v in c.tp_range.items()}}
@@ -100,15 +107,38 @@ def _predict_kw(sw: dict) -> dict:
 
 def _running_cap(it: dict, batch: int) -> dict:
     """The ``max_running_requests`` override of a sweep or configs group at ``batch``: the launch's cap when the
-    source gives one (``"batch"``: raised to each row's batch, as SpecForge's bench_eagle3 launches), else the
-    engine preset's default (SGLang: 48 with speculation on)."""
+    source gives one or it is inferred (``"batch"``: raised to each row's batch, as SpecForge's bench_eagle3
+    launches; an integer: that many at once in both runs), else (absent or ``"preset"``) the engine preset's
+    default (SGLang: 48 with speculation on, the plain run uncapped)."""
     v = it.get("max_running_requests")
-    return {} if v is None else {"max_running_requests": int(batch) if v == "batch" else int(v)}
+    return {} if v in (None, "preset") else {"max_running_requests": int(batch) if v == "batch" else int(v)}
 
 
 def _cap_text(it: dict) -> str:
     v = it.get("max_running_requests")
-    return "" if v is None else ", running-requests cap raised to the batch" if v == "batch" else f", at most {v} running"
+    return ("" if v in (None, "preset") else ", running-requests cap raised to the batch" if v == "batch"
+            else f", at most {v} running in both runs")
+
+
+def _reading_name(v) -> str:
+    """A running-cap reading as the sensitivity table names it."""
+    return {"batch": "raised to the batch", "preset": "the engine preset's default"}.get(v, f"{v} in both runs") if isinstance(v, str) \
+        else f"{v} in both runs"
+
+
+def _check_cap(v, f: str, readings: bool = False) -> None:
+    from ..io.checks import check_int
+    from ..physics.schema import Engine, field_range
+
+    if v == "batch" or (readings and v == "preset"):
+        return
+    if isinstance(v, str):
+        allowed = "'batch', 'preset' or " if readings else "'batch' or "
+        raise SpecsimError(f, v, f"allowed: {allowed}an integer number of requests")
+    check_int(v, f, *field_range(Engine, "max_running_requests"))
+
+
+MAX_CAP_READINGS = 8
 
 
 MAX_SWEEPS = 1000
@@ -153,11 +183,15 @@ def check_sweeps_dataset(d: dict) -> None:
                 raise SpecsimError(f"{f}.stop_strings", it["stop_strings"], "allowed: true or false")
             if it.get("static_batch") is not None and not isinstance(it["static_batch"], bool):
                 raise SpecsimError(f"{f}.static_batch", it["static_batch"], "allowed: true or false")
-            cap = it.get("max_running_requests")
-            if cap is not None and cap != "batch":
-                from ..physics.schema import Engine
-
-                check_int(cap, f"{f}.max_running_requests", *field_range(Engine, "max_running_requests"))
+            if it.get("max_running_requests") is not None:
+                _check_cap(it["max_running_requests"], f"{f}.max_running_requests")
+            readings = it.get("max_running_requests_readings")
+            if readings is not None:
+                if key != "sweeps" or not isinstance(readings, list) or not 1 <= len(readings) <= MAX_CAP_READINGS:
+                    raise SpecsimError(f"{f}.max_running_requests_readings", readings if not isinstance(readings, list)
+                                       else len(readings), f"allowed: on a sweep, a list of 1 to {MAX_CAP_READINGS} readings")
+                for j, v in enumerate(readings):
+                    _check_cap(v, f"{f}.max_running_requests_readings.{j}", readings=True)
             _check_dataset_lengths(it, f)
             if key == "configs":
                 cands = it.get("tp_candidates")
@@ -330,6 +364,26 @@ def score_sweep(sw: dict) -> SweepScore:
                          "predicted_speedup": x, "error_pct": 100 * (x / float(r["speedup"]) - 1),
                          "fitted": bool(fitted), "kind": "modeled vs published"})
         first = False
+    if sw.get("max_running_requests_readings"):
+        out.readings = _cap_readings(sw)
+        out.cap_reading = _reading_name(sw.get("max_running_requests", "preset"))
+    return out
+
+
+def _cap_readings(sw: dict) -> dict[str, dict]:
+    """The sweep scored again under each other reading of its unstated running-requests cap (tau refitted at the
+    smallest batch each time): its held-out rows' MAPE, worst and count within 12 %, all and up to batch 64."""
+    base = {k: v for k, v in sw.items() if k != "max_running_requests_readings"}
+    out = {}
+    for v in sw["max_running_requests_readings"]:
+        s = score_sweep({**base, "max_running_requests": v})
+        held = [r for r in s.rows if not r["fitted"]]
+        upto = [abs(r["error_pct"]) for r in held if r["batch"] <= SERVING_BATCH_MAX]
+        errs = [abs(r["error_pct"]) for r in held]
+        out[_reading_name(v)] = {"rows": len(errs), "mape_pct": sum(errs) / len(errs) if errs else None,
+                                 "worst_pct": max(errs, default=None), "rows_to_batch_64": len(upto),
+                                 "within_12_pct_to_batch_64": sum(e <= WITHIN_PCT for e in upto),
+                                 "errors_pct": {str(r["batch"]): r["error_pct"] for r in held}}
     return out
 
 
@@ -493,6 +547,31 @@ def config_errors(v: SweepValidation, tree: bool | None = None, groups: list[Con
             if not r["fitted"] and not r["reported_as_bug"] and (tree is None or (r["topk"] > 1) == tree)]
 
 
+def cap_reading_summary(v: SweepValidation) -> list[list]:
+    """Over the sweeps whose running-requests cap is not stated: per reading (the scored one first), the held-out
+    rows up to batch 64 within 12 %, their MAPE and worst, and the MAPE of every held-out row."""
+    sweeps = [s for s in v.sweeps if s.readings]
+    if not sweeps:
+        return []
+    agg: dict[str, list] = {}
+    for s in sweeps:
+        held = [r for r in s.rows if not r["fitted"]]
+        agg.setdefault(f"{s.cap_reading} (scored)", []).extend((r["batch"], abs(r["error_pct"])) for r in held)
+        for name, x in s.readings.items():
+            agg.setdefault(name, []).extend((int(b), abs(e)) for b, e in x["errors_pct"].items())
+    rows = []
+    for name, errs in agg.items():
+        upto = [e for b, e in errs if b <= SERVING_BATCH_MAX]
+        rows.append([name, f"{sum(e <= WITHIN_PCT for e in upto)} of {len(upto)}",
+                     f"{sum(upto) / len(upto):.1f} / {max(upto):.1f}" if upto else "-",
+                     f"{sum(e for _, e in errs) / len(errs):.1f}" if errs else "-"])
+    return rows
+
+
+CAP_HEADERS = ["running-requests cap (not stated: each reading)", f"held out to batch {SERVING_BATCH_MAX} within {WITHIN_PCT:g} %",
+               f"MAPE / worst % to batch {SERVING_BATCH_MAX}", "MAPE % of all held-out rows"]
+
+
 def _row_status(r: dict) -> str:
     return "fit" if r["fitted"] else ("bug (source)" if r["reported_as_bug"] else "held out")
 
@@ -546,6 +625,12 @@ def sweeps_text(v: SweepValidation) -> str:
         parts.append(table_text(["group (TP not recorded)", "at each TP that fits: MAPE / worst %"],
                                 [[c.id, _tp_range_text(c)] for c in ranged],
                                 "sensitivity only, not counted as held-out scores"))
+    capped = cap_reading_summary(v)
+    if capped:
+        series = [s for s in v.sweeps if s.readings]
+        n = len({s.id.split("/")[0] for s in series})
+        parts.append(table_text(CAP_HEADERS, capped, f"{n} sweeps ({len(series)} series) whose running-requests cap is not "
+                                "stated: the scored reading, then the others as a sensitivity (--json: each series)"))
     if skipped:
         parts.append(f"skipped {len(skipped)} sweeps the presets cannot express: " + ", ".join(s.id for s in skipped)
                      + " (--json gives each reason)")
@@ -587,6 +672,9 @@ def sweeps_markdown(v: SweepValidation) -> str:
             rows.append([c.id, c.setup, _mape(ch), _mape(tr) if tr or not fitted else f"{fitted} rows fitted"])
         parts.append(table_markdown(["configurations (measured accept length)", "setup", "chains (topk 1), held out",
                                      "trees (topk > 1), held out"], rows))
+    capped = cap_reading_summary(v)
+    if capped:
+        parts.append(table_markdown(CAP_HEADERS, capped))
     ranged = [c for c in v.configs if c.tp_range]
     if ranged:
         parts.append(table_markdown(["TP not recorded (sensitivity, not scored)", "setup", "speedup MAPE / worst % at each TP that fits"],

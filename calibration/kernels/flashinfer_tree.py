@@ -3,7 +3,9 @@
 
 Run on the GPU box with ``flashinfer-python`` importable (JIT; it compiles its kernels with the box's nvcc):
 
-    python calibration/kernels/flashinfer_tree.py OUT.json
+    python calibration/kernels/flashinfer_tree.py OUT.json [BUDGET_S]
+    python calibration/kernels/flashinfer_tree.py OUT.json --heads 20x20 --head-dim 256 --batch 1,32 --ctx 512,2048 \
+        --qo 1,6 --decode-topk 1 --no-decode-tensor-cores   # another shape (here GLM-4.7-Flash run as MHA)
 
 What it times, for the GQA shapes of the presets' 8B and 70B-TP4 targets (32/8 and 16/2 heads, head dim 128,
 bf16, page size 1 as SGLang allocates):
@@ -105,10 +107,11 @@ def _tree_mask(batch: int, qo_len: int, kv_len: int) -> torch.Tensor:
 
 
 def prefill_rows(flashinfer, out: list, deadline: float, batches=BATCHES, ctxs=CTXS, qo_lens=QO_LENS,
-                 log=print) -> None:
+                 log=print, heads=None, head_dim: int = HEAD_DIM) -> None:
     """Append one row per (shape, ctx, batch, k) to ``out`` until ``deadline`` (time.time())."""
+    HEAD_DIM = head_dim  # noqa: N806 - the shape's head dim (the module default unless given)
     ws = torch.empty(256 << 20, dtype=torch.uint8, device="cuda")
-    for hname, (hq, hkv) in HEADS.items():
+    for hname, (hq, hkv) in (heads or HEADS).items():
         for ctx in ctxs:
             for batch in batches:
                 for qo in qo_lens:
@@ -144,12 +147,14 @@ def prefill_rows(flashinfer, out: list, deadline: float, batches=BATCHES, ctxs=C
                     del kv, q, mask
 
 
-def decode_rows(flashinfer, out: list, deadline: float) -> None:
+def decode_rows(flashinfer, out: list, deadline: float, batches=BATCHES, ctxs=CTXS, topks=TOPKS, heads=None,
+                head_dim: int = HEAD_DIM, tensor_cores: bool = True) -> None:
+    HEAD_DIM = head_dim  # noqa: N806
     ws = torch.empty(256 << 20, dtype=torch.uint8, device="cuda")
-    hq, hkv = HEADS["32q8kv"]
-    for ctx in CTXS:
-        for batch in BATCHES:
-            for topk in TOPKS:
+    hname, (hq, hkv) = next(iter((heads or {"32q8kv": HEADS["32q8kv"]}).items()))
+    for ctx in ctxs:
+        for batch in batches:
+            for topk in topks:
                 if time.time() > deadline:
                     return
                 rows_n = batch * topk
@@ -160,11 +165,11 @@ def decode_rows(flashinfer, out: list, deadline: float) -> None:
                 kv_indptr = torch.arange(0, rows_n + 1, dtype=torch.int32, device="cuda") * kv_len
                 kv_indices = torch.arange(0, pages, dtype=torch.int32, device="cuda")
                 last = torch.ones(rows_n, dtype=torch.int32, device="cuda")
-                row = {"kernel": "decode_paged", "heads": "32q8kv", "num_qo_heads": hq, "num_kv_heads": hkv,
+                row = {"kernel": "decode_paged", "heads": hname, "num_qo_heads": hq, "num_kv_heads": hkv,
                        "head_dim": HEAD_DIM, "batch": batch, "topk": topk, "rows": rows_n, "ctx": ctx, "page_size": 1,
-                       "use_tensor_cores": True}
+                       "use_tensor_cores": tensor_cores}
                 try:
-                    w = flashinfer.BatchDecodeWithPagedKVCacheWrapper(ws, "NHD", use_tensor_cores=True)
+                    w = flashinfer.BatchDecodeWithPagedKVCacheWrapper(ws, "NHD", use_tensor_cores=tensor_cores)
 
                     plan = functools.partial(w.plan, kv_indptr, kv_indices, last, hq, hkv, HEAD_DIM, 1,
                                              q_data_type=torch.bfloat16, kv_data_type=torch.bfloat16, non_blocking=True)
@@ -188,10 +193,13 @@ def _cpu_model() -> str:
     return platform.processor()
 
 
-def main(path: str, budget_s: float = 480.0) -> None:
+def main(path: str, budget_s: float = 480.0, shape: dict | None = None) -> None:
+    """``shape``: another head shape and grid (``heads``, ``head_dim``, ``batches``, ``ctxs``, ``qo_lens``,
+    ``decode_topks``, ``decode_tensor_cores``) in place of the presets' defaults."""
     t0 = time.time()
     import flashinfer
 
+    sh = shape or {}
     out: list = []
     doc = {
         "name": "h200-flashinfer-tree",
@@ -204,7 +212,7 @@ def main(path: str, budget_s: float = 480.0) -> None:
             "torch": torch.__version__, "cuda": torch.version.cuda, "flashinfer": flashinfer.__version__,
             "python": platform.python_version(), "host_cpu": _cpu_model(),
             "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-            "command": "python calibration/kernels/flashinfer_tree.py " + os.path.basename(path),
+            "command": "python calibration/kernels/flashinfer_tree.py " + " ".join([os.path.basename(path)] + sys.argv[2:]),
             "method": "plan(): median host us of 30 calls, torch.cuda.synchronize() before each (GPU idle); "
                       "kernels: CUDA graph of 20 run() calls replayed 10 times, CUDA events",
         },
@@ -216,13 +224,40 @@ def main(path: str, budget_s: float = 480.0) -> None:
         with open(path, "w", encoding="utf-8") as f:
             json.dump(doc, f, indent=1)
 
+    hd = sh.get("head_dim", HEAD_DIM)
     try:
-        prefill_rows(flashinfer, out, t0 + budget_s * 0.7)
+        prefill_rows(flashinfer, out, t0 + budget_s * 0.7, batches=sh.get("batches", BATCHES), ctxs=sh.get("ctxs", CTXS),
+                     qo_lens=sh.get("qo_lens", QO_LENS), heads=sh.get("heads"), head_dim=hd)
         save()
-        decode_rows(flashinfer, out, t0 + budget_s)
+        decode_rows(flashinfer, out, t0 + budget_s, batches=sh.get("batches", BATCHES), ctxs=sh.get("ctxs", CTXS),
+                    topks=sh.get("decode_topks", TOPKS), heads=sh.get("heads"), head_dim=hd,
+                    tensor_cores=sh.get("decode_tensor_cores", True))
     finally:
         save()
 
 
+def _ints(text: str) -> tuple[int, ...]:
+    return tuple(int(x) for x in text.split(","))
+
+
 if __name__ == "__main__":
-    main(sys.argv[1], float(sys.argv[2]) if len(sys.argv) > 2 else 480.0)
+    import argparse
+
+    ap = argparse.ArgumentParser()
+    ap.add_argument("out")
+    ap.add_argument("budget_s", nargs="?", type=float, default=480.0)
+    ap.add_argument("--heads", default=None, help="query x KV heads per GPU, e.g. 20x20 (default: the presets' 32x8, 16x2)")
+    ap.add_argument("--head-dim", type=int, default=HEAD_DIM)
+    ap.add_argument("--batch", type=_ints, default=BATCHES)
+    ap.add_argument("--ctx", type=_ints, default=CTXS)
+    ap.add_argument("--qo", type=_ints, default=QO_LENS, help="query tokens per request of the prefill calls")
+    ap.add_argument("--decode-topk", type=_ints, default=TOPKS)
+    ap.add_argument("--no-decode-tensor-cores", action="store_true",
+                    help="the decode wrapper without tensor cores (SGLang's pick for a GQA group below 4)")
+    a = ap.parse_args()
+    heads = None
+    if a.heads:
+        hq, hkv = (int(x) for x in a.heads.lower().split("x"))
+        heads = {f"{hq}q{hkv}kv": (hq, hkv)}
+    main(a.out, a.budget_s, dict(heads=heads, head_dim=a.head_dim, batches=a.batch, ctxs=a.ctx, qo_lens=a.qo,
+                                 decode_topks=a.decode_topk, decode_tensor_cores=not a.no_decode_tensor_cores))

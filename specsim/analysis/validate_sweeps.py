@@ -547,25 +547,32 @@ def config_errors(v: SweepValidation, tree: bool | None = None, groups: list[Con
             if not r["fitted"] and not r["reported_as_bug"] and (tree is None or (r["topk"] > 1) == tree)]
 
 
-def cap_reading_summary(v: SweepValidation) -> list[list]:
-    """Over the sweeps whose running-requests cap is not stated: per reading (the scored one first), the held-out
-    rows up to batch 64 within 12 %, their MAPE and worst, and the MAPE of every held-out row."""
-    sweeps = [s for s in v.sweeps if s.readings]
-    if not sweeps:
-        return []
-    agg: dict[str, list] = {}
-    for s in sweeps:
-        held = [r for r in s.rows if not r["fitted"]]
-        agg.setdefault(f"{s.cap_reading} (scored)", []).extend((r["batch"], abs(r["error_pct"])) for r in held)
-        for name, x in s.readings.items():
-            agg.setdefault(name, []).extend((int(b), abs(e)) for b, e in x["errors_pct"].items())
-    rows = []
-    for name, errs in agg.items():
-        upto = [e for b, e in errs if b <= SERVING_BATCH_MAX]
-        rows.append([name, f"{sum(e <= WITHIN_PCT for e in upto)} of {len(upto)}",
-                     f"{sum(upto) / len(upto):.1f} / {max(upto):.1f}" if upto else "-",
-                     f"{sum(e for _, e in errs) / len(errs):.1f}" if errs else "-"])
-    return rows
+def cap_reading_summary(v: SweepValidation) -> list[tuple[str, list[list]]]:
+    """The sweeps whose running-requests cap is not stated, grouped by the readings they list: per group a title
+    and, per reading (the scored one first), the held-out rows up to batch 64 within 12 %, their MAPE and worst,
+    and the MAPE of every held-out row."""
+    groups: dict[tuple, list[SweepScore]] = {}
+    for s in v.sweeps:
+        if s.readings:
+            groups.setdefault((s.cap_reading, *s.readings), []).append(s)
+    out = []
+    for sweeps in groups.values():
+        agg: dict[str, list] = {}
+        for s in sweeps:
+            held = [r for r in s.rows if not r["fitted"]]
+            agg.setdefault(f"{s.cap_reading} (scored)", []).extend((r["batch"], abs(r["error_pct"])) for r in held)
+            for name, x in s.readings.items():
+                agg.setdefault(name, []).extend((int(b), abs(e)) for b, e in x["errors_pct"].items())
+        rows = []
+        for name, errs in agg.items():
+            upto = [e for b, e in errs if b <= SERVING_BATCH_MAX]
+            rows.append([name, f"{sum(e <= WITHIN_PCT for e in upto)} of {len(upto)}",
+                         f"{sum(upto) / len(upto):.1f} / {max(upto):.1f}" if upto else "-",
+                         f"{sum(e for _, e in errs) / len(errs):.1f}" if errs else "-"])
+        bases = list(dict.fromkeys(s.id.split("/")[0] for s in sweeps))
+        title = (f"{bases[0]}" if len(bases) == 1 else f"{bases[0]} and {len(bases) - 1} more") + f" ({len(sweeps)} series)"
+        out.append((title, rows))
+    return out
 
 
 CAP_HEADERS = ["running-requests cap (not stated: each reading)", f"held out to batch {SERVING_BATCH_MAX} within {WITHIN_PCT:g} %",
@@ -625,12 +632,9 @@ def sweeps_text(v: SweepValidation) -> str:
         parts.append(table_text(["group (TP not recorded)", "at each TP that fits: MAPE / worst %"],
                                 [[c.id, _tp_range_text(c)] for c in ranged],
                                 "sensitivity only, not counted as held-out scores"))
-    capped = cap_reading_summary(v)
-    if capped:
-        series = [s for s in v.sweeps if s.readings]
-        n = len({s.id.split("/")[0] for s in series})
-        parts.append(table_text(CAP_HEADERS, capped, f"{n} sweeps ({len(series)} series) whose running-requests cap is not "
-                                "stated: the scored reading, then the others as a sensitivity (--json: each series)"))
+    for title, rows in cap_reading_summary(v):
+        parts.append(table_text(CAP_HEADERS, rows, f"{title}: the running-requests cap is not stated; the scored reading, "
+                                "then the others as a sensitivity, not scores (--json: each series)"))
     if skipped:
         parts.append(f"skipped {len(skipped)} sweeps the presets cannot express: " + ", ".join(s.id for s in skipped)
                      + " (--json gives each reason)")
@@ -672,9 +676,8 @@ def sweeps_markdown(v: SweepValidation) -> str:
             rows.append([c.id, c.setup, _mape(ch), _mape(tr) if tr or not fitted else f"{fitted} rows fitted"])
         parts.append(table_markdown(["configurations (measured accept length)", "setup", "chains (topk 1), held out",
                                      "trees (topk > 1), held out"], rows))
-    capped = cap_reading_summary(v)
-    if capped:
-        parts.append(table_markdown(CAP_HEADERS, capped))
+    for title, rows in cap_reading_summary(v):
+        parts.append(table_markdown([f"{title}: {CAP_HEADERS[0]}", *CAP_HEADERS[1:]], rows))
     ranged = [c for c in v.configs if c.tp_range]
     if ranged:
         parts.append(table_markdown(["TP not recorded (sensitivity, not scored)", "setup", "speedup MAPE / worst % at each TP that fits"],

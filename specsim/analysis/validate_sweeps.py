@@ -29,7 +29,8 @@ class SweepScore:
     rows: list[dict] = field(default_factory=list)
     skipped: str | None = None
     #: a sweep whose source does not state its running-requests cap, scored again under each other reading of it
-    #: (``max_running_requests_readings``): {reading: {rows, mape_pct, worst_pct, within_pct_rows}}; not scores
+    #: (``max_running_requests_readings``): {reading: {rows, mape_pct, worst_pct, rows_to_batch_64,
+    #: within_12_pct_to_batch_64, held_out: [{batch, error_pct}]}}; not scores
     readings: dict[str, dict] | None = None
     #: the reading scored (the sweep's own ``max_running_requests``), named as in ``readings``
     cap_reading: str | None = None
@@ -121,9 +122,10 @@ def _cap_text(it: dict) -> str:
 
 
 def _reading_name(v) -> str:
-    """A running-cap reading as the sensitivity table names it."""
-    return {"batch": "raised to the batch", "preset": "the engine preset's default"}.get(v, f"{v} in both runs") if isinstance(v, str) \
-        else f"{v} in both runs"
+    """A running-cap reading as the sensitivity table names it (absent: the engine preset's default)."""
+    if v is None or isinstance(v, str):
+        return {"batch": "raised to the batch"}.get(v, "the engine preset's default")
+    return f"{int(v)} in both runs"
 
 
 def _check_cap(v, f: str, readings: bool = False) -> None:
@@ -154,8 +156,11 @@ def check_sweeps_dataset(d: dict) -> None:
     if d.get("kind") != "throughput_sweeps":
         raise SpecsimError("dataset.kind", d.get("kind"), "allowed: 'throughput_sweeps' (see calibration/README.md)")
     sweeps, bases, configs = d.get("sweeps", []), d.get("baselines", []), d.get("configs", [])
-    total = sum(len(x.get("rows") or []) for items in (sweeps, configs) if isinstance(items, list)
-                for x in items if isinstance(x, dict) and isinstance(x.get("rows"), list))
+    # each row is scored once, and once more under each other cap reading its sweep lists
+    total = sum(len(x.get("rows") or []) * (1 + min(len(x.get("max_running_requests_readings") or []), MAX_CAP_READINGS))
+                for items in (sweeps, configs) if isinstance(items, list)
+                for x in items if isinstance(x, dict) and isinstance(x.get("rows"), list)
+                and isinstance(x.get("max_running_requests_readings") or [], list))
     if total > MAX_SCORED_ROWS:
         raise SpecsimError("dataset.rows", total, f"rows in all sweeps and configs; allowed: at most {MAX_SCORED_ROWS}")
     for key, items, cap in (("sweeps", sweeps, MAX_SWEEPS), ("baselines", bases, MAX_ROWS), ("configs", configs, MAX_SWEEPS)):
@@ -187,9 +192,11 @@ def check_sweeps_dataset(d: dict) -> None:
                 _check_cap(it["max_running_requests"], f"{f}.max_running_requests")
             readings = it.get("max_running_requests_readings")
             if readings is not None:
-                if key != "sweeps" or not isinstance(readings, list) or not 1 <= len(readings) <= MAX_CAP_READINGS:
+                if key != "sweeps":
+                    raise SpecsimError(f"{f}.max_running_requests_readings", "present", "allowed only on a sweep")
+                if not isinstance(readings, list) or not 1 <= len(readings) <= MAX_CAP_READINGS:
                     raise SpecsimError(f"{f}.max_running_requests_readings", readings if not isinstance(readings, list)
-                                       else len(readings), f"allowed: on a sweep, a list of 1 to {MAX_CAP_READINGS} readings")
+                                       else f"{len(readings)} readings", f"allowed: a list of 1 to {MAX_CAP_READINGS} readings")
                 for j, v in enumerate(readings):
                     _check_cap(v, f"{f}.max_running_requests_readings.{j}", readings=True)
             _check_dataset_lengths(it, f)
@@ -366,7 +373,7 @@ def score_sweep(sw: dict) -> SweepScore:
         first = False
     if sw.get("max_running_requests_readings"):
         out.readings = _cap_readings(sw)
-        out.cap_reading = _reading_name(sw.get("max_running_requests", "preset"))
+        out.cap_reading = _reading_name(sw.get("max_running_requests"))
     return out
 
 
@@ -374,8 +381,11 @@ def _cap_readings(sw: dict) -> dict[str, dict]:
     """The sweep scored again under each other reading of its unstated running-requests cap (tau refitted at the
     smallest batch each time): its held-out rows' MAPE, worst and count within 12 %, all and up to batch 64."""
     base = {k: v for k, v in sw.items() if k != "max_running_requests_readings"}
+    scored = _reading_name(sw.get("max_running_requests"))
     out = {}
     for v in sw["max_running_requests_readings"]:
+        if _reading_name(v) in out or _reading_name(v) == scored:  # the scored reading, or one listed twice
+            continue
         s = score_sweep({**base, "max_running_requests": v})
         held = [r for r in s.rows if not r["fitted"]]
         upto = [abs(r["error_pct"]) for r in held if r["batch"] <= SERVING_BATCH_MAX]
@@ -383,7 +393,7 @@ def _cap_readings(sw: dict) -> dict[str, dict]:
         out[_reading_name(v)] = {"rows": len(errs), "mape_pct": sum(errs) / len(errs) if errs else None,
                                  "worst_pct": max(errs, default=None), "rows_to_batch_64": len(upto),
                                  "within_12_pct_to_batch_64": sum(e <= WITHIN_PCT for e in upto),
-                                 "errors_pct": {str(r["batch"]): r["error_pct"] for r in held}}
+                                 "held_out": [{"batch": r["batch"], "error_pct": r["error_pct"]} for r in held]}
     return out
 
 
@@ -562,7 +572,7 @@ def cap_reading_summary(v: SweepValidation) -> list[tuple[str, list[list]]]:
             held = [r for r in s.rows if not r["fitted"]]
             agg.setdefault(f"{s.cap_reading} (scored)", []).extend((r["batch"], abs(r["error_pct"])) for r in held)
             for name, x in s.readings.items():
-                agg.setdefault(name, []).extend((int(b), abs(e)) for b, e in x["errors_pct"].items())
+                agg.setdefault(name, []).extend((r["batch"], abs(r["error_pct"])) for r in x["held_out"])
         rows = []
         for name, errs in agg.items():
             upto = [e for b, e in errs if b <= SERVING_BATCH_MAX]

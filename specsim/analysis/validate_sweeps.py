@@ -143,6 +143,12 @@ def _check_cap(v, f: str, readings: bool = False) -> None:
 MAX_CAP_READINGS = 8
 
 
+def _scorings(it: dict) -> int:
+    """How many times a sweep's rows are scored: once, and once more under each other cap reading it lists."""
+    r = it.get("max_running_requests_readings")
+    return 1 + (min(len(r), MAX_CAP_READINGS) if isinstance(r, list) else 0)
+
+
 MAX_SWEEPS = 1000
 MAX_ROWS = 10_000
 MAX_SCORED_ROWS = 20_000  # rows of all sweeps and configs together: each is one or two model evaluations
@@ -156,11 +162,8 @@ def check_sweeps_dataset(d: dict) -> None:
     if d.get("kind") != "throughput_sweeps":
         raise SpecsimError("dataset.kind", d.get("kind"), "allowed: 'throughput_sweeps' (see calibration/README.md)")
     sweeps, bases, configs = d.get("sweeps", []), d.get("baselines", []), d.get("configs", [])
-    # each row is scored once, and once more under each other cap reading its sweep lists
-    total = sum(len(x.get("rows") or []) * (1 + min(len(x.get("max_running_requests_readings") or []), MAX_CAP_READINGS))
-                for items in (sweeps, configs) if isinstance(items, list)
-                for x in items if isinstance(x, dict) and isinstance(x.get("rows"), list)
-                and isinstance(x.get("max_running_requests_readings") or [], list))
+    total = sum(len(x["rows"]) * _scorings(x) for items in (sweeps, configs) if isinstance(items, list)
+                for x in items if isinstance(x, dict) and isinstance(x.get("rows"), list))
     if total > MAX_SCORED_ROWS:
         raise SpecsimError("dataset.rows", total, f"rows in all sweeps and configs; allowed: at most {MAX_SCORED_ROWS}")
     for key, items, cap in (("sweeps", sweeps, MAX_SWEEPS), ("baselines", bases, MAX_ROWS), ("configs", configs, MAX_SWEEPS)):
@@ -384,16 +387,17 @@ def _cap_readings(sw: dict) -> dict[str, dict]:
     scored = _reading_name(sw.get("max_running_requests"))
     out = {}
     for v in sw["max_running_requests_readings"]:
-        if _reading_name(v) in out or _reading_name(v) == scored:  # the scored reading, or one listed twice
+        name = _reading_name(v)
+        if name in out or name == scored:  # the scored reading, or one listed twice
             continue
         s = score_sweep({**base, "max_running_requests": v})
         held = [r for r in s.rows if not r["fitted"]]
         upto = [abs(r["error_pct"]) for r in held if r["batch"] <= SERVING_BATCH_MAX]
         errs = [abs(r["error_pct"]) for r in held]
-        out[_reading_name(v)] = {"rows": len(errs), "mape_pct": sum(errs) / len(errs) if errs else None,
-                                 "worst_pct": max(errs, default=None), "rows_to_batch_64": len(upto),
-                                 "within_12_pct_to_batch_64": sum(e <= WITHIN_PCT for e in upto),
-                                 "held_out": [{"batch": r["batch"], "error_pct": r["error_pct"]} for r in held]}
+        out[name] = {"rows": len(errs), "mape_pct": sum(errs) / len(errs) if errs else None,
+                     "worst_pct": max(errs, default=None), "rows_to_batch_64": len(upto),
+                     "within_12_pct_to_batch_64": sum(e <= WITHIN_PCT for e in upto),
+                     "held_out": [{"batch": r["batch"], "error_pct": r["error_pct"]} for r in held]}
     return out
 
 

@@ -109,7 +109,6 @@ def _tree_mask(batch: int, qo_len: int, kv_len: int) -> torch.Tensor:
 def prefill_rows(flashinfer, out: list, deadline: float, batches=BATCHES, ctxs=CTXS, qo_lens=QO_LENS,
                  log=print, heads=None, head_dim: int = HEAD_DIM) -> None:
     """Append one row per (shape, ctx, batch, k) to ``out`` until ``deadline`` (time.time())."""
-    HEAD_DIM = head_dim  # noqa: N806 - the shape's head dim (the module default unless given)
     ws = torch.empty(256 << 20, dtype=torch.uint8, device="cuda")
     for hname, (hq, hkv) in (heads or HEADS).items():
         for ctx in ctxs:
@@ -119,22 +118,22 @@ def prefill_rows(flashinfer, out: list, deadline: float, batches=BATCHES, ctxs=C
                         return
                     kv_len = ctx + qo
                     pages = batch * kv_len
-                    kv = torch.randn(pages, 2, 1, hkv, HEAD_DIM, dtype=torch.bfloat16, device="cuda")
-                    q = torch.randn(batch * qo, hq, HEAD_DIM, dtype=torch.bfloat16, device="cuda")
+                    kv = torch.randn(pages, 2, 1, hkv, head_dim, dtype=torch.bfloat16, device="cuda")
+                    q = torch.randn(batch * qo, hq, head_dim, dtype=torch.bfloat16, device="cuda")
                     qo_indptr = torch.arange(0, batch + 1, dtype=torch.int32, device="cuda") * qo
                     kv_indptr = torch.arange(0, batch + 1, dtype=torch.int32, device="cuda") * kv_len
                     kv_indices = torch.arange(0, pages, dtype=torch.int32, device="cuda")
                     last = torch.ones(batch, dtype=torch.int32, device="cuda")
                     mask = _tree_mask(batch, qo, kv_len)
                     row = {"kernel": "prefill_paged", "heads": hname, "num_qo_heads": hq, "num_kv_heads": hkv,
-                           "head_dim": HEAD_DIM, "batch": batch, "ctx": ctx, "qo_len": qo, "page_size": 1}
+                           "head_dim": head_dim, "batch": batch, "ctx": ctx, "qo_len": qo, "page_size": 1}
                     for mode in MODES:
                         backend = "fa3" if mode == "causal_fa3" else "fa2"
                         try:
                             w = flashinfer.BatchPrefillWithPagedKVCacheWrapper(ws, "NHD", backend=backend)
                             kw = dict(custom_mask=mask) if mode == "custom_mask" else dict(causal=True)
 
-                            plan = functools.partial(w.plan, qo_indptr, kv_indptr, kv_indices, last, hq, hkv, HEAD_DIM, 1,
+                            plan = functools.partial(w.plan, qo_indptr, kv_indptr, kv_indices, last, hq, hkv, head_dim, 1,
                                                      q_data_type=torch.bfloat16, kv_data_type=torch.bfloat16,
                                                      non_blocking=True, **kw)
                             row[f"{mode}_plan_host_us"] = _host_us(plan)
@@ -149,7 +148,6 @@ def prefill_rows(flashinfer, out: list, deadline: float, batches=BATCHES, ctxs=C
 
 def decode_rows(flashinfer, out: list, deadline: float, batches=BATCHES, ctxs=CTXS, topks=TOPKS, heads=None,
                 head_dim: int = HEAD_DIM, tensor_cores: bool = True) -> None:
-    HEAD_DIM = head_dim  # noqa: N806
     ws = torch.empty(256 << 20, dtype=torch.uint8, device="cuda")
     hname, (hq, hkv) = next(iter((heads or {"32q8kv": HEADS["32q8kv"]}).items()))
     for ctx in ctxs:
@@ -160,18 +158,18 @@ def decode_rows(flashinfer, out: list, deadline: float, batches=BATCHES, ctxs=CT
                 rows_n = batch * topk
                 kv_len = ctx + 2
                 pages = rows_n * kv_len
-                kv = torch.randn(pages, 2, 1, hkv, HEAD_DIM, dtype=torch.bfloat16, device="cuda")
-                q = torch.randn(rows_n, hq, HEAD_DIM, dtype=torch.bfloat16, device="cuda")
+                kv = torch.randn(pages, 2, 1, hkv, head_dim, dtype=torch.bfloat16, device="cuda")
+                q = torch.randn(rows_n, hq, head_dim, dtype=torch.bfloat16, device="cuda")
                 kv_indptr = torch.arange(0, rows_n + 1, dtype=torch.int32, device="cuda") * kv_len
                 kv_indices = torch.arange(0, pages, dtype=torch.int32, device="cuda")
                 last = torch.ones(rows_n, dtype=torch.int32, device="cuda")
                 row = {"kernel": "decode_paged", "heads": hname, "num_qo_heads": hq, "num_kv_heads": hkv,
-                       "head_dim": HEAD_DIM, "batch": batch, "topk": topk, "rows": rows_n, "ctx": ctx, "page_size": 1,
+                       "head_dim": head_dim, "batch": batch, "topk": topk, "rows": rows_n, "ctx": ctx, "page_size": 1,
                        "use_tensor_cores": tensor_cores}
                 try:
                     w = flashinfer.BatchDecodeWithPagedKVCacheWrapper(ws, "NHD", use_tensor_cores=tensor_cores)
 
-                    plan = functools.partial(w.plan, kv_indptr, kv_indices, last, hq, hkv, HEAD_DIM, 1,
+                    plan = functools.partial(w.plan, kv_indptr, kv_indices, last, hq, hkv, head_dim, 1,
                                              q_data_type=torch.bfloat16, kv_data_type=torch.bfloat16, non_blocking=True)
                     row["plan_host_us"] = _host_us(plan)
                     plan()
@@ -193,13 +191,13 @@ def _cpu_model() -> str:
     return platform.processor()
 
 
-def main(path: str, budget_s: float = 480.0, shape: dict | None = None) -> None:
-    """``shape``: another head shape and grid (``heads``, ``head_dim``, ``batches``, ``ctxs``, ``qo_lens``,
-    ``decode_topks``, ``decode_tensor_cores``) in place of the presets' defaults."""
+def main(path: str, budget_s: float = 480.0, heads=None, head_dim: int = HEAD_DIM, batches=BATCHES, ctxs=CTXS,
+         qo_lens=QO_LENS, decode_topks=TOPKS, decode_tensor_cores: bool = True) -> None:
+    """Time the prefill (tree verify) calls, then the decode calls; ``heads`` ({name: (query, KV heads)}) and
+    ``head_dim``: another head shape in place of the presets' (:data:`HEADS`)."""
     t0 = time.time()
     import flashinfer
 
-    sh = shape or {}
     out: list = []
     doc = {
         "name": "h200-flashinfer-tree",
@@ -224,14 +222,12 @@ def main(path: str, budget_s: float = 480.0, shape: dict | None = None) -> None:
         with open(path, "w", encoding="utf-8") as f:
             json.dump(doc, f, indent=1)
 
-    hd = sh.get("head_dim", HEAD_DIM)
     try:
-        prefill_rows(flashinfer, out, t0 + budget_s * 0.7, batches=sh.get("batches", BATCHES), ctxs=sh.get("ctxs", CTXS),
-                     qo_lens=sh.get("qo_lens", QO_LENS), heads=sh.get("heads"), head_dim=hd)
+        prefill_rows(flashinfer, out, t0 + budget_s * 0.7, batches=batches, ctxs=ctxs, qo_lens=qo_lens, heads=heads,
+                     head_dim=head_dim)
         save()
-        decode_rows(flashinfer, out, t0 + budget_s, batches=sh.get("batches", BATCHES), ctxs=sh.get("ctxs", CTXS),
-                    topks=sh.get("decode_topks", TOPKS), heads=sh.get("heads"), head_dim=hd,
-                    tensor_cores=sh.get("decode_tensor_cores", True))
+        decode_rows(flashinfer, out, t0 + budget_s, batches=batches, ctxs=ctxs, topks=decode_topks, heads=heads,
+                    head_dim=head_dim, tensor_cores=decode_tensor_cores)
     finally:
         save()
 
@@ -259,5 +255,5 @@ if __name__ == "__main__":
     if a.heads:
         hq, hkv = (int(x) for x in a.heads.lower().split("x"))
         heads = {f"{hq}q{hkv}kv": (hq, hkv)}
-    main(a.out, a.budget_s, dict(heads=heads, head_dim=a.head_dim, batches=a.batch, ctxs=a.ctx, qo_lens=a.qo,
-                                 decode_topks=a.decode_topk, decode_tensor_cores=not a.no_decode_tensor_cores))
+    main(a.out, a.budget_s, heads=heads, head_dim=a.head_dim, batches=a.batch, ctxs=a.ctx, qo_lens=a.qo,
+         decode_topks=a.decode_topk, decode_tensor_cores=not a.no_decode_tensor_cores)

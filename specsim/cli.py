@@ -180,6 +180,13 @@ def _deploy_kwargs(given: dict) -> dict:
     return out
 
 
+def _input_files(deploy: dict | None, *more) -> list:
+    """The names among a command's deployment options that may be files it reads (scenario, model config,
+    profile): an output path must not be one of them."""
+    d = deploy or {}
+    return [d.get("scenario"), d.get("model"), d.get("profile"), *more]
+
+
 def _split_scenario(deploy: dict) -> tuple[str | None, dict]:
     d = dict(deploy)
     return d.pop("scenario", None), d
@@ -324,8 +331,9 @@ def scenario_dump(
 
     Example: specsim scenario dump --model llama-3.1-70b --gpu h100 --tp 4 -o llama70b.json
     """
-    from .io.files import write_atomic
+    from .io.files import check_output, write_atomic
 
+    check_output(out, _input_files(deploy, scenario))
     sc = _scenario_for(scenario, deploy)
     text = sc.model_dump_json(indent=1)
     if out:
@@ -364,7 +372,7 @@ def calibrate(
     from .io.files import check_output, write_atomic
     from .output.render import table_text
 
-    check_output(out)  # before any work or output: a bad --out must not follow a printed fit
+    check_output(out, [model, profile, *from_log])  # before any work or output: a bad --out must not follow a printed fit
     if bootstrap < 0 or bootstrap > MAX_BOOTSTRAP:
         _fail(f"bootstrap: got {bootstrap}; allowed 0 (Jacobian) or 10..{MAX_BOOTSTRAP} resamples")
     if batch is not None and batch < 1:
@@ -430,7 +438,9 @@ def calibrate(
 @app.command()
 def validate(
     dataset: str = typer.Argument(..., help="dataset JSON (or built-in name, e.g. kimi-k2.5-seed)"),
-    fit_tokens: str = typer.Option("3,6", "--fit", help="token counts to calibrate on"),
+    fit_tokens: str | None = typer.Option(
+        None, "--fit", help="token counts to calibrate on (point datasets; default 3,6)", show_default=False
+    ),
     max_mape: float | None = typer.Option(None, "--max-mape", help="exit 1 if the MAPE (%) exceeds this"),
     fmt: Fmt = typer.Option(Fmt.text, "--format", help="text, markdown (md: the README's accuracy tables) or json"),
     as_json: bool = JsonOpt,
@@ -451,7 +461,12 @@ def validate(
 
     as_json = as_json or fmt == Fmt.json
     markdown = fmt in (Fmt.markdown, Fmt.md)
+    if max_mape is not None and not max_mape >= 0:
+        _fail(f"max-mape: got {max_mape}; must be a percentage >= 0")
     if is_sweeps_dataset(dataset):  # published batch sweeps: tau fitted at the smallest batch, the rest held out
+        if fit_tokens is not None:
+            _fail(f"fit: got {fit_tokens!r}; allowed only with a dataset of measured points (a sweeps dataset fits "
+                  "the accept length at each sweep's smallest batch)")
         vs = validate_sweeps(dataset)
         if as_json:
             _emit(vs.to_dict())
@@ -464,9 +479,7 @@ def validate(
             typer.echo(f"error: held-out MAPE {sum(errs) / len(errs):.2f}% exceeds --max-mape {max_mape}", err=True)
             raise typer.Exit(1)
         return
-    if max_mape is not None and not max_mape >= 0:
-        _fail(f"max-mape: got {max_mape}; must be a percentage >= 0")
-    v = _validate(dataset, _ints(fit_tokens, "fit"))
+    v = _validate(dataset, _ints("3,6" if fit_tokens is None else fit_tokens, "fit"))
     if as_json:
         _emit(v.to_dict())
     else:
@@ -566,6 +579,10 @@ def sweep(
     tps = _ints(tp, "tp") if tp else None
     batches = _ints(batch, "batch") if batch else None
     ctxs = _ints(ctx, "ctx") if ctx else None
+    if csv is not None:
+        from .io.files import check_output
+
+        check_output(csv, _input_files(deploy))
     scenario, kw = _split_scenario(deploy or {})
     # a single value is the deployment itself (named after it); several are swept axes
     for key, vals in (("gpu", gpus), ("tp", tps), ("batch", batches), ("ctx", ctxs)):
@@ -847,7 +864,7 @@ def report(
     suffix = out.suffix.lower()
     if fmt is None and suffix not in (".html", ".htm", ".md", ".markdown"):
         _fail(f"out: got {str(out)!r}; use a .html or .md file name, or give --format html|md")
-    check_output(out)
+    check_output(out, _input_files(deploy))
     taus = _floats(accept_lengths, "accept-lengths")
     if taus is not None and len(taus) > MAX_REPORT_ACCEPT_LENGTHS:  # each adds a sweep and a table row
         _fail(f"accept-lengths: got {len(taus):,} values; allowed at most {MAX_REPORT_ACCEPT_LENGTHS}")

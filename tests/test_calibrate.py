@@ -154,3 +154,27 @@ def test_cli_calibrate_from_log_uses_cycles_and_acceptance(run_cli, tmp_path):
     assert any(p["kind"] == "cycle" for p in d["points"])
     sc = json.loads(out.read_text())
     assert sc["acceptance"]["source"].startswith("ingested from")
+
+
+def test_parameter_sets_evaluated_together_equal_each_alone():
+    """The Jacobian's columns come from one flat evaluation of k parameter sets (verify points at several
+    batches and contexts, the baseline step and measured cycles of two tree widths): each row equals that
+    set evaluated alone."""
+    import numpy as np
+
+    from specsim.analysis import calibrate as cal
+    from specsim.physics.params import scenario_params
+
+    sc = base_scenario("kimi-k2.5", "h200", 8)
+    p = scenario_params(sc)
+    pts = [Point(3, 25.6), Point(6, 28.7, batch=4), Point(2, 20.0, ctx=8192)]
+    cycles = [{"steps": 2, "topk": 1, "batch": 1, "accept_length": 2.1, "cycle_ms": 22.0},
+              {"steps": 3, "topk": 4, "batch": 8, "num_draft_tokens": 8, "accept_length": 2.6, "cycle_ms": 30.0}]
+    names = ("mem_efficiency", "graph_node_us", "kernel_floor_us")
+    sets = [(0.8, 1.1, 2.8), (0.6, 3.0, 4.5), (0.95, 0.5, 1.0)]
+    q = dict(p, **{n: np.array([s[j] for s in sets]) for j, n in enumerate(names)})
+    together = cal._model_values(q, pts, 11.3, cycles, names, sets=len(sets))
+    alone = [cal._model_values(dict(p, **dict(zip(names, s))), pts, 11.3, cycles) for s in sets]
+    assert together.shape == (3, len(pts) + 1 + len(cycles))
+    assert np.allclose(together, np.array(alone), rtol=1e-12, atol=0)
+    assert len({tuple(r) for r in together.round(9)}) == 3  # the sets really differ

@@ -583,7 +583,7 @@ def test_measured_cycles_of_a_log_cost_one_array_evaluation_per_topk():
                  num_draft_tokens=float(c["num_draft_tokens"]))
         one_by_one.append(float(cycle_ms(cycle_phases_ms(q, c["accept_length"]))))
     assert p["spec_running_cap"] == 48.0
-    assert np.array_equal(cal._cycle_values(p, cycles), np.array(one_by_one))
+    assert np.array_equal(cal._model_values(p, [], None, cycles), np.array(one_by_one))
 
 
 def test_a_dataset_point_context_has_the_dataset_range(run_cli, tmp_path):
@@ -957,3 +957,98 @@ def test_training_samples_below_one_are_refused_in_data_and_scenarios(run_cli, t
 def test_a_sweep_value_given_twice_is_refused(run_cli, args, field):
     """`sweep --gpu h100,h100,h100` gave three identical rows for each configuration."""
     _one_line_exit_2(run_cli, "sweep", *args, field=field)
+
+
+# --- review of 2026-12-03 (a hostile-input pass over every command) ---------------------------------------------
+
+@pytest.mark.parametrize("fmt", [(), ("--format", "md"), ("--json",)])
+@pytest.mark.parametrize("bad", [[1], {"a": 1}, 7, True])
+def test_a_sweep_whose_id_is_not_text_is_one_line(run_cli, tmp_path, fmt, bad):
+    """A sweep id of [1] gave an AttributeError traceback in the text and Markdown tables (after 6 s of output)."""
+    d = json.loads((ROOT / "calibration" / "datasets" / "published_batch_sweeps.json").read_text())
+    d["sweeps"][0]["id"] = bad
+    f = tmp_path / "d.json"
+    f.write_text(json.dumps(d))
+    _one_line_exit_2(run_cli, "validate", str(f), *fmt, field="dataset.sweeps.0.id")
+
+
+@pytest.mark.parametrize("args,field", [(("--max-mape", "-1"), "max-mape"), (("--fit", "abc"), "fit"),
+                                        (("--fit", "3,6"), "fit")])
+def test_validate_flags_a_sweeps_dataset_cannot_take_are_refused(run_cli, args, field):
+    """--max-mape -1 exited 1 after scoring, and --fit was silently ignored, on a sweeps dataset."""
+    line = _one_line_exit_2(run_cli, "validate", "published_batch_sweeps", *args, field=field)
+    assert field != "fit" or "sweeps dataset" in line
+
+
+def test_an_output_that_is_also_an_input_is_refused_and_left_alone(run_cli, tmp_path):
+    """sweep --csv, report --out, scenario dump -o and calibrate --out replaced the scenario, profile or log they read."""
+    scen = tmp_path / "s.json"
+    assert run_cli("scenario", "dump", "-o", str(scen))[0] == 0
+    prof = tmp_path / "p.json"
+    prof.write_bytes((ROOT / "models" / "profiles" / "h200.json").read_bytes())
+    log = tmp_path / "srv.log"
+    log.write_text("not a log line\n")
+    before = {f: f.read_bytes() for f in (scen, prof, log)}
+    same = str(tmp_path / "." / "s.json")  # the same file by another name
+    for args in (("sweep", "-s", str(scen), "--steps", "1-3", "--csv", same),
+                 ("report", "-s", str(scen), "--out", str(scen), "--format", "html"),
+                 ("scenario", "dump", str(scen), "-o", same),
+                 ("sweep", "--profile", str(prof), "--csv", str(prof)),
+                 ("calibrate", "--model", "llama-3.1-8b", "--gpu", "h100", "--tp", "1", "--from-log", str(log),
+                  "--out", str(log)),
+                 ("calibrate", "--model", "llama-3.1-8b", "--gpu", "h100", "--tp", "1", "--point", "4=7.6",
+                  "--profile", str(prof), "--out", str(prof))):
+        line = _one_line_exit_2(run_cli, *args, field="out")
+        assert "also an input" in line
+    assert {f: f.read_bytes() for f in before} == before
+    assert run_cli("sweep", "-s", str(scen), "--steps", "1-3", "--csv", str(tmp_path / "o.csv"))[0] == 0
+
+
+def _profile_with(tmp_path, edit):
+    d = json.loads((ROOT / "models" / "profiles" / "h200.json").read_text())
+    edit(d)
+    f = tmp_path / "p.json"
+    f.write_text(json.dumps(d))
+    return f
+
+
+@pytest.mark.parametrize("edit,field", [
+    (lambda d: d["topk"]["points"][0].__setitem__("vocab", 1e308), "topk.points[0].vocab"),
+    (lambda d: d["topk"]["points"][0].__setitem__("rows", 1e30), "topk.points[0].rows"),
+    (lambda d: [p.__setitem__("us", 1e-300) for p in d["topk"]["points"]], "topk.points[0].us"),
+    (lambda d: d["gemm"]["curves"][0]["points"][0].__setitem__("us", 1e-300), "gemm.curves[0].points[0].us"),
+    (lambda d: [p.__setitem__("us", 9e6) for p in d["topk"]["points"]], "vocab_topk_fixed_us"),
+])
+def test_a_profile_with_unphysical_points_is_one_line_before_any_fit(run_cli, tmp_path, edit, field):
+    """vocab = 1e308 printed LAPACK's 'DLASCL parameter number 4' on stdout, then 'SVD did not converge'; a top-k
+    time of 9 s named the scenario's gpu field. measure check passed the file predict refused."""
+    f = _profile_with(tmp_path, edit)
+    code, out, err = run_cli("predict", "--profile", str(f))
+    lines = [x for x in err.splitlines() if x.strip()]
+    assert code == 2 and out == "" and len(lines) == 1 and field in lines[0], (out, err)
+    if field.startswith(("topk.", "gemm.")):
+        _one_line_exit_2(run_cli, "measure", "check", str(f), field=field)
+
+
+def test_a_profile_path_with_a_line_break_stays_one_line(run_cli, tmp_path):
+    line = _one_line_exit_2(run_cli, "measure", "check", str(tmp_path / "no\nsuch.json"), field="measure")
+    assert "\\n" in line
+
+
+def test_training_data_points_are_bounded(run_cli):
+    args = [a for i in range(201) for a in ("--data", f"{(i + 1) * 1000}=2.1")]
+    _one_line_exit_2(run_cli, "whatif", "training", *args, field="data")
+
+
+def test_measured_rates_of_0_and_1_carry_to_an_accept_length_shape(run_cli, tmp_path):
+    """--accept-rates 1,1 (valid rates) failed explain and report with 'scenario: acceptance: shape_rates ...':
+    the profile they carry as the shape of an accept length must lie inside (0, 1)."""
+    for args in (("explain", "--accept-rates", "1,1"), ("explain", "--accept-rates", "0.9,0"),
+                 ("report", "--accept-rates", "1,1", "--out", str(tmp_path / "r.md"))):
+        code, _, err = run_cli(*args)
+        assert code == 0, err
+
+
+def test_an_allreduce_scale_past_the_schema_names_the_flag(run_cli):
+    line = _one_line_exit_2(run_cli, "whatif", "allreduce", "--scale", "1e308", field="scale")
+    assert "scenario:" not in line

@@ -679,12 +679,12 @@ def test_calibrate_costs_a_benchmarks_client_batch_at_the_running_cap():
     import numpy as np
 
     from specsim.analysis.build import build_scenario
-    from specsim.analysis.calibrate import _cycle_values
+    from specsim.analysis.calibrate import _model_values
     from specsim.physics.params import scenario_params
 
     p = scenario_params(build_scenario(**QWEN_H100))
     pts = [{"steps": 3, "batch": b, "accept_length": 2.1, "num_draft_tokens": 4} for b in (64, 48, 16)]
-    ms = _cycle_values(p, pts)
+    ms = _model_values(p, [], None, pts)
     assert ms[0] == pytest.approx(ms[1], rel=1e-12) and ms[2] < ms[1]
     assert ms[1] == pytest.approx(predict(batch=48, **QWEN_H100).cycle_ms, rel=1e-9)
     assert np.isfinite(ms).all()

@@ -445,6 +445,9 @@ def build_view(scenario=None, **overrides) -> Record | Scenario:
     return build_record(scenario, **overrides) or build_scenario(scenario, **overrides)
 
 
+SHAPE_RATE_EDGE = 1e-6  # distance from 0 and 1 of a measured rate carried as an acceptance shape
+
+
 def _apply_run_overrides(data: dict, notes: list[str], fresh_acceptance: bool, make, *, steps, topk, draft_tokens, accept,
                          accept_rates, batch, ctx, stop_strings, graph_max, max_running_requests) -> None:
     """Apply the overrides of the run (speculation, acceptance, workload, the engine's captured sizes and running
@@ -467,7 +470,10 @@ def _apply_run_overrides(data: dict, notes: list[str], fresh_acceptance: bool, m
     if accept is not None and accept_rates is not None:
         raise SpecsimError("accept", accept, "give --accept or --accept-rates, not both")
     old = data["acceptance"]
-    shape = old.get("rates") or old.get("shape_rates")
+    # a measured profile becomes the shape an --accept length scales (r ** theta): kept inside (0, 1), where the
+    # scaling can move it (a rate of exactly 0 or 1 is a fixed point)
+    shape = ([min(max(float(r), SHAPE_RATE_EDGE), 1 - SHAPE_RATE_EDGE) for r in old["rates"]] if old.get("rates")
+             else old.get("shape_rates"))
     if accept is not None:
         _check_accept(accept, st)
         data["acceptance"] = {"accept_length": accept, "shape_rates": shape, "source": "user --accept"}

@@ -26,6 +26,8 @@ from ..physics.schema import Scenario
 Z90 = 1.6448536269514722
 MEAS_REL_SIGMA = 0.02  # a measured forward time is good to ~2 %
 MAX_BOOTSTRAP = 2000  # bootstrap refits (each a full least-squares fit)
+REFIT_TOL = 1e-6  # a bootstrap refit's tolerances (scipy's 1e-8 moved the bands by < 0.1 % of 100 resamples' spread)
+FD_STEP = 1.4901161193847656e-08  # finite-difference step of the Jacobian, relative: sqrt(float64 eps), scipy's 2-point
 MAX_RESIDUAL_PCT = 25.0  # beyond this the inputs (or missing physics), not the parameters, are wrong: refuse
 PINNED_SD_RATIO = 0.7  # a posterior log-sd below this fraction of the prior's means the data pinned the parameter
 
@@ -224,36 +226,51 @@ def _get(p: dict, name: str) -> float:
     return float(p[name])
 
 
-def _model_values(p: dict, verify_pts, baseline_ms, cycles) -> np.ndarray:
-    out = []
+def _model_values(p: dict, verify_pts, baseline_ms, cycles, per_set: tuple[str, ...] = (), sets: int = 1) -> np.ndarray:
+    """Modeled ms of every measurement (verify points, the baseline step, cycles), in that order.
+
+    With ``sets = k`` the parameters named in ``per_set`` are arrays of k values in ``p`` (k parameter sets,
+    e.g. the columns of a finite-difference Jacobian) and the result is a (k, measurements) array from one
+    flat evaluation per kind of measurement; without ``per_set``, one 1-D row."""
+    def each(n: int) -> dict:  # p with every per-set parameter repeated for the n measurements of its set
+        return {**p, **{k: np.repeat(p[k], n) for k in per_set}}
+
+    cols = []
     if verify_pts:
+        n = len(verify_pts)
         toks = np.array([pt.tokens for pt in verify_pts], dtype=float)
         bs = np.array([pt.batch or p["batch"] for pt in verify_pts], dtype=float)
         cs = np.array([p["ctx"] if pt.ctx is None else pt.ctx for pt in verify_pts], dtype=float)
-        vb = verify_breakdown(p, num_draft_tokens=toks, batch=bs, ctx=cs)["total"]
-        out.extend(np.broadcast_to(vb, toks.shape).tolist())
+        vb = verify_breakdown(each(n), num_draft_tokens=np.tile(toks, sets), batch=np.tile(bs, sets),
+                              ctx=np.tile(cs, sets))["total"]
+        cols.append(np.broadcast_to(vb, (sets * n,)).reshape(sets, n))
     if baseline_ms is not None:
-        out.append(float(baseline_step_ms(p)["total"]))
-    return np.concatenate([np.asarray(out, dtype=float), _cycle_values(p, cycles)])
+        cols.append(np.broadcast_to(baseline_step_ms(p)["total"], (sets,)).reshape(sets, 1))
+    if cycles:
+        cols.append(_cycle_values(p, cycles, sets, each))
+    out = np.concatenate(cols, axis=1).astype(float) if cols else np.empty((sets, 0))
+    return out if per_set else out[0]
 
 
-def _cycle_values(p: dict, cycles: list[dict]) -> np.ndarray:
-    """Modeled cycle ms of every measured cycle: one array evaluation per tree width (topk is a code-path
-    switch, so chains and each topk run apart), whatever the number of cycles a log gives."""
-    out = np.empty(len(cycles))
+def _cycle_values(p: dict, cycles: list[dict], sets: int, each) -> np.ndarray:
+    """Modeled cycle ms of every measured cycle for each parameter set, (sets, cycles): one array evaluation
+    per tree width (topk is a code-path switch, so chains and each topk run apart), whatever the number of
+    cycles a log gives."""
+    out = np.empty((sets, len(cycles)))
     by_topk: dict[float, list[int]] = {}
     for i, c in enumerate(cycles):
         by_topk.setdefault(float(c.get("topk") or 1), []).append(i)
     for topk, idx in by_topk.items():
         sel = [cycles[i] for i in idx]
+        n = len(sel)
         steps = np.array([float(c["steps"]) for c in sel])
-        q = dict(p)
+        q = each(n)
         # a benchmark's client batch runs at most the engine's speculative cap at once (the rest queue)
         batch = np.minimum([float(c.get("batch") or p["batch"]) for c in sel], p["spec_running_cap"])
-        q.update(steps=steps, topk=topk, batch=batch,
-                 num_draft_tokens=np.array([float(c.get("num_draft_tokens") or (c["steps"] + 1)) for c in sel]))
-        tau = np.array([float(c["accept_length"]) for c in sel])
-        out[idx] = np.broadcast_to(cycle_ms(cycle_phases_ms(q, tau)), (len(sel),))
+        q.update(steps=np.tile(steps, sets), topk=topk, batch=np.tile(batch, sets),
+                 num_draft_tokens=np.tile([float(c.get("num_draft_tokens") or (c["steps"] + 1)) for c in sel], sets))
+        tau = np.tile([float(c["accept_length"]) for c in sel], sets)
+        out[:, idx] = np.broadcast_to(cycle_ms(cycle_phases_ms(q, tau)), (sets * n,)).reshape(sets, n)
     return out
 
 
@@ -319,14 +336,27 @@ def fit(
             q[n] = v
         return q
 
+    def log_model(X):  # (k, n) log-parameters -> (k, measurements) log model ms, one flat evaluation
+        q = dict(p0)
+        for j, n in enumerate(names):
+            q[n] = np.exp(X[:, j])
+        return np.log(np.maximum(_model_values(q, points, base_ms, cycles, tuple(names), sets=len(X)), 1e-9))
+
     def make_resid(meas_v, centre):
         def resid(x):
-            mv = _model_values(with_x(x), points, base_ms, cycles)
-            r_data = np.log(np.maximum(mv, 1e-9) / meas_v) / MEAS_REL_SIGMA
+            r_data = (log_model(x[None, :])[0] - np.log(meas_v)) / MEAS_REL_SIGMA
             return np.concatenate([r_data, (x - centre) / psig])
         return resid
 
-    sol = least_squares(make_resid(meas_arr, x0), x0, bounds=(lo, hi), method="trf", x_scale=1.0)
+    def jac(x):
+        # forward differences of every parameter in one evaluation (the step scipy's '2-point' takes), stepped
+        # away from an upper bound; the prior rows are the identity over the prior widths
+        h = FD_STEP * np.maximum(1.0, np.abs(x))
+        h = np.where(x + h > hi, -h, h)
+        f = log_model(np.vstack([x, x + np.diag(h)]))
+        return np.vstack([((f[1:] - f[0]) / h[:, None]).T / MEAS_REL_SIGMA, np.diag(1.0 / psig)])
+
+    sol = least_squares(make_resid(meas_arr, x0), x0, jac=jac, bounds=(lo, hi), method="trf", x_scale=1.0)
     J = sol.jac
     try:
         cov = np.linalg.inv(J.T @ J)
@@ -345,7 +375,8 @@ def fit(
         for i in range(bootstrap):
             m_b = meas_arr * np.exp(MEAS_REL_SIGMA * rng.standard_normal(meas_arr.shape))
             c_b = x0 + psig * rng.standard_normal(x0.shape)
-            sb = least_squares(make_resid(m_b, c_b), sol.x, bounds=(lo, hi), method="trf", x_scale=1.0)
+            sb = least_squares(make_resid(m_b, c_b), sol.x, jac=jac, bounds=(lo, hi), method="trf", x_scale=1.0,
+                               ftol=REFIT_TOL, xtol=REFIT_TOL, gtol=REFIT_TOL)
             draws.append(sb.x)
             if show:
                 done = (i + 1) / bootstrap

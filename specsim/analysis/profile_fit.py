@@ -262,6 +262,22 @@ def _same_gpu(measured_on: str, scenario_gpu: str, preset: str | None) -> bool:
     return not any(ff in w and not any(ff in v for v in want) for w in got for ff in ("pcie", "nvl", "sxm"))
 
 
+def _check_fitted_ranges(fit: ProfileFit, path: str) -> None:
+    """Each fitted value within its physical range (the GPU's or engine's schema bounds): a value outside names
+    the profile and the fitted parameter, not the scenario built from it."""
+    from ..physics.schema import GPU, Engine, field_range
+
+    for schema, vals in ((GPU, fit.gpu), (Engine, fit.engine)):
+        for key, v in vals.items():
+            if key not in schema.model_fields:
+                continue
+            lo, hi = field_range(schema, key)
+            if not np.isfinite(v) or (lo is not None and v < lo) or (hi is not None and v > hi):
+                raise SpecsimError("profile", path, f"its points fit {key} = {v:.4g}, outside the physical range "
+                                                    f"{lo if lo is not None else '-inf'} to {hi if hi is not None else 'inf'}: "
+                                                    "check the points of that section (specsim measure check)")
+
+
 def apply_profile(sc, path: str):
     """A copy of the scenario whose GPU (and the engine's launch costs) take a measured profile's fits.
 
@@ -281,6 +297,7 @@ def apply_profile(sc, path: str):
     except OSError as exc:
         raise SpecsimError("profile", path, f"unreadable ({exc.strerror or exc})") from None
     fit = fit_profile(prof, sc.gpu)
+    _check_fitted_ranges(fit, path)
     coll = collective_fits(prof, sc.parallel.tp) if sc.parallel.tp > 1 and "collectives" in prof else {}
     if not fit.gpu and not fit.engine and not coll:
         raise SpecsimError("profile", path, f"holds nothing this deployment can use (no GEMM, attention, top-k, graph, host, "

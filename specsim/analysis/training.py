@@ -82,8 +82,13 @@ _POINT_RE = re.compile(r"^\s*([0-9]*\.?[0-9]+(?:[eE][+-]?[0-9]+)?)\s*([kKmMbBgG]
 _SUFFIX = {"": 1.0, "k": 1e3, "m": 1e6, "b": 1e9, "g": 1e9}
 
 
+MAX_DATA_POINTS = 200  # --data points of one learning curve (each adds to every fit of the band)
+
+
 def parse_data_points(items: list[str]) -> list[tuple[float, float, int]]:
     """Parse ``SAMPLES=TAU[@STEPS]`` strings (``37000=2.1``, ``37K=2.1@2``, ``1.4M=3.3``); steps default 3."""
+    if len(items) > MAX_DATA_POINTS:
+        raise SpecsimError("data", f"{len(items):,} points", f"allowed at most {MAX_DATA_POINTS} (one learning curve)")
     out: list[tuple[float, float, int]] = []
     for item in items:
         m = _POINT_RE.match(str(item))

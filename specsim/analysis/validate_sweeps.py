@@ -174,6 +174,8 @@ def check_sweeps_dataset(d: dict) -> None:
             if not isinstance(it, dict):
                 raise SpecsimError(f"dataset.{key}.{i}", it, "allowed: an object")
             f = f"dataset.{key}.{i}"
+            if it.get("id") is not None and not isinstance(it["id"], str):
+                raise SpecsimError(f"{f}.id", it["id"], "allowed: a name (text)")
             for k in ("model", "gpu", "engine"):
                 if not isinstance(it.get(k), str) or not it[k].strip():
                     raise SpecsimError(f"{f}.{k}", it.get(k), "allowed: a preset name (text)")

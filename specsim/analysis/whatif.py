@@ -126,8 +126,15 @@ def whatif_allreduce(scenario=None, *, scale: float | None = None, impl: str | N
     before = build_scenario(scenario, **overrides)
     tp = before.parallel.tp
     if scale is not None:
+        from ..physics.schema import Parallel, field_range
+
         if not (math.isfinite(scale) and scale > 0):
             raise SpecsimError("scale", scale, "allowed: a finite number > 0")
+        cur = before.parallel.allreduce_scale
+        lo, hi = field_range(Parallel, "allreduce_scale")
+        if not lo <= cur * scale <= hi:
+            raise SpecsimError("scale", scale, f"allowed: {lo / cur:g} to {hi / cur:g} (the scenario's all-reduce scale, "
+                                               f"x{cur:g}, times it must stay within {lo:g} to {hi:g})")
         after = _edit(before, lambda d: d["parallel"].update(allreduce_scale=d["parallel"]["allreduce_scale"] * scale))
         change = f"all-reduce latency x{scale:g}"
     elif impl is not None:

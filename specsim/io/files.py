@@ -73,13 +73,26 @@ def resolve_output(path: str | os.PathLike) -> Path:
     return target
 
 
-def check_output(path: str | os.PathLike | None) -> None:
+def _same_file(a: str, b: str) -> bool:
+    try:
+        sa, sb = os.stat(a), os.stat(b)
+    except (OSError, ValueError):  # missing, unreadable, or a name with a NUL: not an existing input
+        return False
+    return (sa.st_dev, sa.st_ino) == (sb.st_dev, sb.st_ino)
+
+
+def check_output(path: str | os.PathLike | None, inputs=()) -> None:
     """Validate an output path before the work that produces its content (``-`` and None pass): the
-    checks of :func:`resolve_output`, then a probe file created and removed beside the target, since
+    checks of :func:`resolve_output`; the path must not be one of the command's own ``inputs`` (files it
+    reads: writing would replace them); then a probe file created and removed beside the target, since
     some directories pass every permission test and still refuse new files (``/proc``, read-only mounts)."""
     if path is None or os.fspath(path) == "-":
         return
     target = resolve_output(path)
+    for src in inputs:
+        if src is not None and os.fspath(src) not in ("", "-") and _same_file(str(target), os.fspath(src)):
+            raise _err(os.fspath(path), f"is also an input of this command ({os.fspath(src)!r}); "
+                                        "write the output to another file")
     try:
         fd, probe = tempfile.mkstemp(prefix=f".{target.name}.probe.", dir=target.parent)
     except OSError as exc:

@@ -209,7 +209,7 @@ def collectives_cmd(
 @app.command("check")
 def check_cmd(path: str = typer.Argument(..., help="profile JSON to validate")):
     """Validate a profile file (torch-free); prints its sections, exit 2 when it is unusable."""
-    from .profile import SECTION_NAMES, ProfileError, load_profile
+    from .profile import SECTION_NAMES, ProfileError, load_profile, shown_path
 
     try:
         prof = load_profile(path)
@@ -217,7 +217,7 @@ def check_cmd(path: str = typer.Argument(..., help="profile JSON to validate")):
         _fail(str(exc))
     prov = prof["provenance"]
     typer.echo(
-        f"{path}: {prov.get('gpu_name')}, torch {prov.get('torch')}, {prov.get('date_utc')}; sections: "
+        f"{shown_path(path)}: {prov.get('gpu_name')}, torch {prov.get('torch')}, {prov.get('date_utc')}; sections: "
         + ", ".join(s for s in SECTION_NAMES if s in prof)
     )
 

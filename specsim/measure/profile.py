@@ -77,40 +77,47 @@ def _depth_and_size(obj, limit_depth=MAX_DEPTH, limit_items=MAX_ITEMS):
             stack.extend((v, d + 1) for v in o)
 
 
+def shown_path(path) -> str:
+    """A path as an error line names it: as given, or quoted with escapes when it holds a line break or another
+    unprintable character (an error stays one line)."""
+    p = os.fspath(path)
+    return p if p.isprintable() else repr(p)
+
+
 def read_json_bounded(path, max_bytes: int = MAX_BYTES):
     """Parse a JSON file: regular file only, at most ``max_bytes``, strict numbers, bounded nesting."""
     p = os.fspath(path)
     try:
         st = os.stat(p)
     except OSError as exc:
-        raise ProfileError(f"{p}: cannot read ({exc.strerror or exc})") from None
+        raise ProfileError(f"{shown_path(p)}: cannot read ({exc.strerror or exc})") from None
     if not stat.S_ISREG(st.st_mode):
-        raise ProfileError(f"{p}: not a regular file")
+        raise ProfileError(f"{shown_path(p)}: not a regular file")
     if st.st_size > max_bytes:
-        raise ProfileError(f"{p}: {st.st_size} bytes, more than the {max_bytes} allowed")
+        raise ProfileError(f"{shown_path(p)}: {st.st_size} bytes, more than the {max_bytes} allowed")
     try:
         with open(p, "rb") as fh:
             raw = fh.read(max_bytes + 1)
     except OSError as exc:
-        raise ProfileError(f"{p}: cannot read ({exc.strerror or exc})") from None
+        raise ProfileError(f"{shown_path(p)}: cannot read ({exc.strerror or exc})") from None
     if len(raw) > max_bytes:
-        raise ProfileError(f"{p}: more than the {max_bytes} bytes allowed")
+        raise ProfileError(f"{shown_path(p)}: more than the {max_bytes} bytes allowed")
     # values <= commas + containers + 1: refuse a file that could hold far more values than allowed before
     # the parser builds them (a list of 20M zeros fits in 64 MiB and would take gigabytes as Python objects)
     if raw.count(b",") + raw.count(b"[") + raw.count(b"{") > 4 * MAX_ITEMS:
-        raise ProfileError(f"{p}: more than {MAX_ITEMS} values")
+        raise ProfileError(f"{shown_path(p)}: more than {MAX_ITEMS} values")
     try:
         obj = json.loads(raw.decode("utf-8"), parse_constant=_reject_constant)
     except RecursionError:
-        raise ProfileError(f"{p}: nesting too deep") from None
+        raise ProfileError(f"{shown_path(p)}: nesting too deep") from None
     except UnicodeDecodeError:
-        raise ProfileError(f"{p}: not UTF-8 text") from None
+        raise ProfileError(f"{shown_path(p)}: not UTF-8 text") from None
     except ValueError as exc:
-        raise ProfileError(f"{p}: not valid JSON ({str(exc).splitlines()[0]})") from None
+        raise ProfileError(f"{shown_path(p)}: not valid JSON ({str(exc).splitlines()[0]})") from None
     try:
         _depth_and_size(obj)
     except ProfileError as exc:
-        raise ProfileError(f"{p}: {exc}") from None
+        raise ProfileError(f"{shown_path(p)}: {exc}") from None
     return obj
 
 
@@ -120,7 +127,7 @@ def load_profile(path, max_bytes: int = MAX_BYTES) -> dict:
     problems = validate_profile(obj)
     if problems:
         more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
-        raise ProfileError(f"{os.fspath(path)}: {problems[0]}{more}")
+        raise ProfileError(f"{shown_path(path)}: {problems[0]}{more}")
     return obj
 
 
@@ -148,6 +155,14 @@ def _num(v, field, problems, positive=True, allow_none=False, integer=False):
         problems.append(f"{field}: must be {kind} finite {'integer' if integer else 'number'}, got {_short(v)}")
 
 
+POINT_MIN_US = 1e-3  # a timed call takes at least 1 ns (the fits divide by it)
+#: physical ceilings of a measured point's fields (a larger value is a corrupt file, and would overflow the fits)
+POINT_MAX = {"us": 1e7, "vocab": 1 << 24, "rows": 1 << 24, "k": 1 << 24, "m": 1 << 24, "n": 1 << 24,
+             "batch": 1 << 20, "ctx": 1 << 24, "q_tokens": 1 << 16, "nodes": 1 << 20, "bytes": 1e13,
+             "bytes_per_s": 1e15, "experts": 1 << 16, "topk": 1 << 16, "kv_heads": 1 << 12, "kv_bytes": 1e13,
+             "kv_bytes_per_s": 1e15}
+
+
 def _points(section, key, field, problems, required):
     pts = section.get(key)
     if not isinstance(pts, list):
@@ -170,6 +185,8 @@ def _points(section, key, field, problems, required):
                 _num(p[name], f, problems, positive=False)
             elif kind == "str" and not isinstance(p[name], str):
                 problems.append(f"{f}: must be a string")
+            if kind != "str" and name in POINT_MAX:
+                _in_range(p.get(name), POINT_MIN_US if name == "us" else 0, POINT_MAX[name], f, problems)
         for opt in ("p10_us", "p90_us"):
             if opt in p:
                 _num(p[opt], f"{field}.{key}[{i}].{opt}", problems, allow_none=True)
@@ -182,9 +199,13 @@ MOE_M_MAX = 1_000_000  # tokens per call
 MOE_BLOCK_MAX = 1024  # Triton tile sides
 
 
+def _bound(x) -> str:
+    return f"{x:,}" if isinstance(x, int) else f"{x:g}"
+
+
 def _in_range(v, lo, hi, field, problems) -> None:
     if isinstance(v, (int, float)) and not isinstance(v, bool) and not lo <= v <= hi:
-        problems.append(f"{field}: got {_short(v)}; allowed {lo:g} to {hi:g}")
+        problems.append(f"{field}: got {_short(v)}; allowed {_bound(lo)} to {_bound(hi)}")
 
 
 def _section_points(m, section: str, max_points: int, problems: list[str]):
@@ -301,13 +322,15 @@ def validate_profile(obj, strict: bool = True) -> list[str]:
                 continue
             for key in ("k", "n"):
                 _num(cv.get(key), f"{f}.{key}", problems, integer=True)
+                _in_range(cv.get(key), 1, POINT_MAX[key], f"{f}.{key}", problems)
             if cv.get("kind") not in ("dense", "grouped"):
                 problems.append(f"{f}.kind: expected dense or grouped, got {cv.get('kind')!r}")
             if cv.get("dtype") not in ("bf16", "fp8"):
                 problems.append(f"{f}.dtype: expected bf16 or fp8, got {cv.get('dtype')!r}")
             if cv.get("kind") == "grouped":
-                _num(cv.get("experts"), f"{f}.experts", problems, integer=True)
-                _num(cv.get("topk"), f"{f}.topk", problems, integer=True)
+                for key in ("experts", "topk"):
+                    _num(cv.get(key), f"{f}.{key}", problems, integer=True)
+                    _in_range(cv.get(key), 1, POINT_MAX[key], f"{f}.{key}", problems)
             pts = _points(cv, "points", f, problems, {"m": "int", "us": "num"})
             ms = [p.get("m") for p in pts if isinstance(p.get("m"), int)]
             if not pts:
@@ -332,12 +355,14 @@ def validate_profile(obj, strict: bool = True) -> list[str]:
                 for key in ("kv_bytes", "kv_bytes_per_s"):  # optional; the attention fit reads them where present
                     if key in p:
                         _num(p[key], f"attention.points[{i}].{key}", problems, allow_none=True)
+                        _in_range(p[key], 0, POINT_MAX[key], f"attention.points[{i}].{key}", problems)
             shape = a.get("shape")
             if shape is not None:
                 if not isinstance(shape, dict):
                     problems.append("attention.shape: must be an object")
                 elif "kv_heads" in shape:
                     _num(shape["kv_heads"], "attention.shape.kv_heads", problems, integer=True)
+                    _in_range(shape["kv_heads"], 1, POINT_MAX["kv_heads"], "attention.shape.kv_heads", problems)
     if "topk" in obj:
         t = obj["topk"]
         if not isinstance(t, dict):

@@ -324,7 +324,7 @@ def scenario_show(
 @deployment_options(skip=("scenario",))
 def scenario_dump(
     scenario: str | None = typer.Argument(None, help="built-in name or file (default: kimi-k2.5-seed)"),
-    out: Path | None = typer.Option(None, "--out", "-o", help="write to this file (atomically) instead of stdout"),
+    out: str | None = typer.Option(None, "--out", "-o", help="write to this file (atomically) instead of stdout"),
     deploy: dict | None = None,
 ) -> None:
     """The full scenario as JSON (editable, and accepted back by --scenario FILE).
@@ -359,9 +359,9 @@ def calibrate(
                                          "one-shot kernel) or nccl; default: nccl with --eager, else the engine's"),
     profile: str | None = ProfileOpt,
     baseline_tok_s: float | None = typer.Option(None, "--baseline-tok-s", help="measured plain-decode tok/s"),
-    from_log: list[Path] = typer.Option([], "--from-log", help="SGLang/vLLM log or bench JSONL; repeat"),
+    from_log: list[str] = typer.Option([], "--from-log", help="SGLang/vLLM log or bench JSONL; repeat"),
     bootstrap: int = typer.Option(0, "--bootstrap", help="N refits for the uncertainty (default: Jacobian covariance)"),
-    out: Path = typer.Option(..., "--out", "-o", help="scenario JSON to write"),
+    out: str = typer.Option(..., "--out", "-o", help="scenario JSON to write"),
     as_json: bool = typer.Option(False, "--json", help="print the fit as JSON"),
 ) -> None:
     """Fit the cost model to measured verify timings; write a scenario with uncertainty.
@@ -498,7 +498,7 @@ def validate(
 
 @app.command()
 def ingest(
-    files: list[Path] = typer.Argument(..., help="SGLang server logs, bench_speculative/bench_serving JSONL, vLLM logs"),
+    files: list[str] = typer.Argument(..., help="SGLang server logs, bench_speculative/bench_serving JSONL, vLLM logs"),
     as_json: bool = JsonOpt,
 ) -> None:
     """Summarise engine output: accept length, throughput, step time, per-position rates.
@@ -550,7 +550,7 @@ def sweep(
     gpu: str | None = typer.Option(None, "--gpu", help="GPU presets, e.g. h100,h200,b200"),
     allreduce_scale: str | None = typer.Option(None, "--allreduce-scale", help="all-reduce latency multipliers, e.g. 0.5,1"),
     top: int = typer.Option(15, "--top", help="rows in the ranked table"),
-    csv: Path | None = typer.Option(None, "--csv", help="write every configuration as CSV ('-' for stdout)"),
+    csv: str | None = typer.Option(None, "--csv", help="write every configuration as CSV ('-' for stdout)"),
     fmt: Fmt = typer.Option(Fmt.text, "--format", help="text, markdown (md) or json"),
     as_json: bool = JsonOpt,
     deploy: dict | None = None,
@@ -568,6 +568,9 @@ def sweep(
 
     if top < 1:
         _fail(f"top: got {top}; must be an integer >= 1")
+    if csv is not None and csv == "-" and (as_json or fmt != Fmt.text):
+        _fail(f"csv: got '-'; standard output already takes the {'JSON' if as_json or fmt == Fmt.json else fmt.value} "
+              "table: write the CSV to a file")
     profiles = None
     if accept_rates is not None:
         profiles = [_floats(x, "accept-rates") for x in split_items(accept_rates, "accept-rates", ";", "0.8,0.6;0.7,0.5")]
@@ -576,9 +579,9 @@ def sweep(
     gpus = split_items(gpu, "gpu", example="h100,h200") if gpu is not None else None
     if gpus == []:
         _fail(f"gpu: got {gpu!r}; expected at least one GPU preset, e.g. h100,h200")
-    tps = _ints(tp, "tp") if tp else None
-    batches = _ints(batch, "batch") if batch else None
-    ctxs = _ints(ctx, "ctx") if ctx else None
+    tps = _ints(tp, "tp") if tp is not None else None
+    batches = _ints(batch, "batch") if batch is not None else None
+    ctxs = _ints(ctx, "ctx") if ctx is not None else None
     if csv is not None:
         from .io.files import check_output
 
@@ -591,8 +594,8 @@ def sweep(
     base = build_scenario(scenario, **kw)
     res = _sweep(
         base,
-        steps=_ints(steps, "steps") if steps else None, topk=_ints(topk, "topk") if topk else None,
-        draft_tokens=_ints(draft_tokens, "draft-tokens") if draft_tokens else None,
+        steps=_ints(steps, "steps") if steps is not None else None, topk=_ints(topk, "topk") if topk is not None else None,
+        draft_tokens=_ints(draft_tokens, "draft-tokens") if draft_tokens is not None else None,
         accept=_float_list(accept, "accept"), accept_at_steps=accept_at_steps, accept_rates=profiles,
         tp=tps if tps and len(tps) > 1 else None, batch=batches if batches and len(batches) > 1 else None,
         ctx=ctxs if ctxs and len(ctxs) > 1 else None, gpu=gpus if gpus and len(gpus) > 1 else None,
@@ -841,7 +844,7 @@ def explain(
 @app.command()
 @deployment_options()
 def report(
-    out: Path = typer.Option(..., "--out", "-o", help="report file (written atomically)"),
+    out: str = typer.Option(..., "--out", "-o", help="report file (written atomically)"),
     sweep: str = typer.Option("1-10", "--sweep", help="draft steps to sweep, e.g. 1-10 or 1,2,4"),
     accept_lengths: str | None = typer.Option(None, "--accept-lengths", help="extra accept lengths (tau at the "
                                               "scenario's steps), e.g. 1.7,2.5"),
@@ -861,7 +864,7 @@ def report(
 
     samples = _samples(whatif, "whatif")
     now = _samples(current_samples, "current-samples") if current_samples is not None else None
-    suffix = out.suffix.lower()
+    suffix = Path(out).suffix.lower()
     if fmt is None and suffix not in (".html", ".htm", ".md", ".markdown"):
         _fail(f"out: got {str(out)!r}; use a .html or .md file name, or give --format html|md")
     check_output(out, _input_files(deploy))
@@ -905,6 +908,18 @@ def _app_for(args: list[str]) -> typer.Typer:
     return one
 
 
+def _format_conflict(args: list[str]) -> str | None:
+    """The --format value that contradicts a --json given with it (both choose what standard output prints), or None."""
+    if "--json" not in args:
+        return None
+    for i, tok in enumerate(args):
+        value = args[i + 1] if tok == "--format" and i + 1 < len(args) else tok.partition("=")[2] if tok.startswith(
+            "--format=") else None
+        if value is not None and value.lower() not in ("json", "text"):
+            return value
+    return None
+
+
 def main(argv: list[str] | None = None) -> None:
     """Console entry point: SpecsimError and click usage errors exit 2 with one line, no traceback."""
     import warnings
@@ -918,6 +933,9 @@ def main(argv: list[str] | None = None) -> None:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", RuntimeWarning)  # numpy warnings are not output; errors say what failed
             args = sys.argv[1:] if argv is None else list(argv)
+            clash = _format_conflict(args)
+            if clash is not None:
+                raise SpecsimError("format", clash, "--json prints one JSON object: give --json or --format, not both")
             rv = _app_for(args)(args=args, standalone_mode=False, prog_name="specsim")
     except SpecsimError as exc:
         typer.echo(f"error: {one_line(exc)}", err=True)
@@ -946,6 +964,9 @@ def main(argv: list[str] | None = None) -> None:
             sys.exit(getattr(exc, "exit_code", 2) or 2)
         if isinstance(exc, OSError) and exc.filename is not None:  # a file name the system refuses (too long, ...)
             typer.echo(f"error: file: got {short_repr(str(exc.filename))}; {exc.strerror or 'cannot be used'}", err=True)
+            sys.exit(2)
+        if isinstance(exc, OSError) and exc.errno is not None:  # writing the output failed (a full disk, a closed pipe)
+            typer.echo(f"error: output: cannot write ({exc.strerror or exc})", err=True)
             sys.exit(2)
         if isinstance(exc, (OSError, ValueError)):
             typer.echo(f"error: {one_line(exc)[:400]}", err=True)

@@ -1052,3 +1052,45 @@ def test_measured_rates_of_0_and_1_carry_to_an_accept_length_shape(run_cli, tmp_
 def test_an_allreduce_scale_past_the_schema_names_the_flag(run_cli):
     line = _one_line_exit_2(run_cli, "whatif", "allreduce", "--scale", "1e308", field="scale")
     assert "scenario:" not in line
+
+
+@pytest.mark.parametrize("args,field", [
+    (("scenario", "dump", "-o", ""), "out"), (("sweep", "--steps", "1-3", "--csv", ""), "out"),
+    (("calibrate", "--model", "llama-3.1-8b", "--gpu", "h100", "--tp", "1", "--point", "4=7.6", "--out", ""), "out"),
+    (("validate", ""), "dataset"), (("ingest", ""), "file"),
+])
+def test_an_empty_path_is_named_as_given(run_cli, args, field):
+    """An empty --out, --csv, dataset or log name was reported as the directory '.' (typer turned '' into Path('.'))."""
+    line = _one_line_exit_2(run_cli, *args, field=field)
+    assert "got ''" in line and "'.'" not in line
+
+
+@pytest.mark.parametrize("flag", ["--steps", "--topk", "--draft-tokens", "--tp", "--batch", "--ctx"])
+def test_an_empty_sweep_list_is_refused_like_any_other_list(run_cli, flag):
+    """sweep --steps '' was taken as the default; verify --tokens '' was already an error."""
+    _one_line_exit_2(run_cli, "sweep", flag, "", field=flag.lstrip("-"))
+
+
+@pytest.mark.parametrize("args,field", [(("sweep", "--steps", "1-3", "--csv", "-", "--json"), "csv"),
+                                        (("predict", "--format", "md", "--json"), "format"),
+                                        (("sweep", "--steps", "1-3", "--format=markdown", "--json"), "format")])
+def test_two_flags_that_both_choose_standard_output_are_refused(run_cli, args, field):
+    _one_line_exit_2(run_cli, *args, field=field)
+
+
+def test_a_json_integer_of_5000_digits_is_said_as_such(run_cli, tmp_path):
+    d = json.loads((ROOT / "calibration" / "scenarios" / "kimi-k2.5-seed.json").read_text())
+    text = json.dumps(d).replace('"batch": 1', '"batch": ' + "9" * 5000, 1)
+    f = tmp_path / "s.json"
+    f.write_text(text)
+    line = _one_line_exit_2(run_cli, "predict", "-s", str(f), field="scenario")
+    assert "4300 digits" in line and "set_int_max_str_digits" not in line
+
+
+@pytest.mark.skipif(not Path("/dev/full").exists(), reason="needs /dev/full")
+def test_a_full_disk_on_standard_output_is_one_line():
+    with open("/dev/full", "w") as full:
+        r = subprocess.run([sys.executable, "-m", "specsim", "predict"], stdout=full, stderr=subprocess.PIPE, text=True,
+                           timeout=120)
+    lines = [x for x in r.stderr.splitlines() if x.strip()]
+    assert r.returncode == 2 and len(lines) == 1 and "output: cannot write" in lines[0], r.stderr

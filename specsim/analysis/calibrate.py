@@ -556,6 +556,8 @@ def load_dataset(path: str) -> dict:
     from ..io.checks import check_dataset
     from ..io.safe_read import loads_bounded, read_json_file
 
+    if not str(path).strip():
+        raise SpecsimError("dataset", path, "an empty name; give a dataset file or a built-in name")
     f = Path(path)
     if not f.exists() and not f.is_symlink():
         from ..io.presets import data_root

@@ -1665,6 +1665,8 @@ def ingest_files(paths: list[str | os.PathLike], *, allow_empty: bool = False) -
     for name in names:
         if name == "-":
             continue
+        if not name:
+            raise IngestError("file: got ''; an empty file name; give a log file or '-' for standard input")
         try:
             st = os.stat(name)
         except FileNotFoundError:

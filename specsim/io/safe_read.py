@@ -189,6 +189,14 @@ def _first_nonfinite(obj, path: list[str], budget: list[int]):
     return None
 
 
+def json_problem(exc: ValueError) -> str:
+    """What the JSON parser refused, in one short line (CPython's integer-digits limit said as what it means)."""
+    msg = " ".join(str(exc).split())
+    if "integer string conversion" in msg:
+        return "an integer of more than 4300 digits; allowed: a number of at most 4300 digits"
+    return msg[:200]
+
+
 def loads_bounded(text: str, field: str, name: str, max_depth: int = MAX_JSON_DEPTH):
     """``json.loads`` with a depth limit; a NaN / Infinity / overflowing number is refused naming
     its path (``field: a.b.0: got inf; allowed: a finite number``)."""
@@ -200,7 +208,7 @@ def loads_bounded(text: str, field: str, name: str, max_depth: int = MAX_JSON_DE
     except RecursionError:
         raise SpecsimError(field, name, f"JSON nested too deeply; allowed depth <= {max_depth}") from None
     except ValueError as exc:  # JSONDecodeError is a ValueError
-        raise SpecsimError(field, name, f"not valid JSON ({' '.join(str(exc).split())[:200]})") from None
+        raise SpecsimError(field, name, f"not valid JSON ({json_problem(exc)})") from None
     if "N" in text or "I" in text or "e" in text or "E" in text:  # NaN, Infinity, 1e999
         hit = _first_nonfinite(obj, [], [0])
         if hit:

@@ -113,7 +113,9 @@ def read_json_bounded(path, max_bytes: int = MAX_BYTES):
     except UnicodeDecodeError:
         raise ProfileError(f"{shown_path(p)}: not UTF-8 text") from None
     except ValueError as exc:
-        raise ProfileError(f"{shown_path(p)}: not valid JSON ({str(exc).splitlines()[0]})") from None
+        from ..io.safe_read import json_problem
+
+        raise ProfileError(f"{shown_path(p)}: not valid JSON ({json_problem(exc)})") from None
     try:
         _depth_and_size(obj)
     except ProfileError as exc:

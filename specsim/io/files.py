@@ -5,7 +5,8 @@ Rules for an output path (``--out``, ``--csv``, ``scenario dump -o``):
 * ``-`` writes to standard output;
 * the parent directory must exist (it is not created silently); a directory as the target is
   refused with a clear error, before anything is computed if the command calls
-  :func:`check_output` early;
+  :func:`check_output` early; so is a file the command itself reads (its scenario, model config,
+  profile or log), whatever name it is given by;
 * a symlink is written through: the file it points to is replaced, the link stays;
 * an existing file keeps its permission bits; a new file gets ``0666 & ~umask``;
 * the data goes to a temporary file beside the target, which is renamed into place; the

@@ -46,6 +46,14 @@ class Fmt(str, Enum):
     json = "json"
 
 
+def _json_out(fmt, as_json: bool) -> bool:
+    """Whether a command prints JSON: ``--json`` or ``--format json``; ``--json`` beside another --format is refused
+    (both choose what standard output prints)."""
+    if as_json and fmt.value not in ("json", "text"):
+        _fail(f"format: got {fmt.value!r}; --json prints one JSON object: give --json or --format, not both")
+    return as_json or fmt.value == "json"
+
+
 def _fail(msg: str) -> None:
     typer.echo(f"error: {msg}", err=True)
     raise typer.Exit(2)
@@ -181,10 +189,14 @@ def _deploy_kwargs(given: dict) -> dict:
 
 
 def _input_files(deploy: dict | None, *more) -> list:
-    """The names among a command's deployment options that may be files it reads (scenario, model config,
-    profile): an output path must not be one of them."""
+    """The files a command's deployment options make it read (a scenario that is not a built-in name, a model
+    given as a config.json path, a profile), and ``more``: an output path must not be one of them."""
+    from .io.packagedata import builtin_scenario_names, names_a_file
+
     d = deploy or {}
-    return [d.get("scenario"), d.get("model"), d.get("profile"), *more]
+    scenario, model = d.get("scenario"), d.get("model")
+    return [scenario if scenario is not None and scenario not in builtin_scenario_names() else None,
+            model if model is not None and names_a_file(model) else None, d.get("profile"), *more]
 
 
 def _split_scenario(deploy: dict) -> tuple[str | None, dict]:
@@ -226,7 +238,7 @@ def predict(
     run = None
     if requests is not None:
         run = predict_run(requests, sc, prompt_tokens=prompt_tokens, output_tokens=output_tokens)
-    if as_json or fmt == Fmt.json:
+    if _json_out(fmt, as_json):
         _emit({**res.to_dict(), **({"run": run.to_dict()} if run else {})})
         return
     typer.echo(res._repr_markdown_() if fmt in (Fmt.markdown, Fmt.md) else repr(res))
@@ -265,7 +277,7 @@ def verify(
         if len(widths) > 16:
             _fail(f"tokens: got {len(widths)} widths; --breakdown prints at most 16 tables")
         tables = [operator_table(w, scenario, **kw) for w in widths]
-        if as_json or fmt == Fmt.json:
+        if _json_out(fmt, as_json):
             _emit({"kind": "modeled", "breakdowns": [t.to_dict() for t in tables]})
         elif fmt in (Fmt.markdown, Fmt.md):
             typer.echo("\n\n".join(t._repr_markdown_() for t in tables))
@@ -273,7 +285,7 @@ def verify(
             typer.echo("\n\n".join(repr(t) for t in tables))
         return
     curve = verify_ms(_ints(tokens, "tokens", lo=1, hi=65536), scenario, **kw)
-    if as_json or fmt == Fmt.json:
+    if _json_out(fmt, as_json):
         _emit(curve.to_dict())
     elif fmt in (Fmt.markdown, Fmt.md):
         typer.echo(verify_markdown(curve))
@@ -333,7 +345,7 @@ def scenario_dump(
     """
     from .io.files import check_output, write_atomic
 
-    check_output(out, _input_files(deploy, scenario))
+    check_output(out, _input_files({**(deploy or {}), "scenario": scenario}))
     sc = _scenario_for(scenario, deploy)
     text = sc.model_dump_json(indent=1)
     if out:
@@ -372,7 +384,7 @@ def calibrate(
     from .io.files import check_output, write_atomic
     from .output.render import table_text
 
-    check_output(out, [model, profile, *from_log])  # before any work or output: a bad --out must not follow a printed fit
+    check_output(out, _input_files({"model": model, "profile": profile}, *from_log))  # before any work or output
     if bootstrap < 0 or bootstrap > MAX_BOOTSTRAP:
         _fail(f"bootstrap: got {bootstrap}; allowed 0 (Jacobian) or 10..{MAX_BOOTSTRAP} resamples")
     if batch is not None and batch < 1:
@@ -459,7 +471,7 @@ def validate(
     )
     from .output.render import table_markdown, table_text
 
-    as_json = as_json or fmt == Fmt.json
+    as_json = _json_out(fmt, as_json)
     markdown = fmt in (Fmt.markdown, Fmt.md)
     if max_mape is not None and not max_mape >= 0:
         _fail(f"max-mape: got {max_mape}; must be a percentage >= 0")
@@ -608,7 +620,7 @@ def sweep(
         if str(csv) == "-":
             return
         typer.echo(f"wrote {res.n:,} rows to {csv}", err=True)
-    if as_json or fmt == Fmt.json:
+    if _json_out(fmt, as_json):
         _emit(res.to_dict(top))
     elif fmt in (Fmt.markdown, Fmt.md):
         typer.echo(sweep_markdown(res, top))
@@ -617,7 +629,7 @@ def sweep(
 
 
 def _show_whatif(res, as_json: bool, fmt: Fmt) -> None:
-    if as_json or fmt == Fmt.json:
+    if _json_out(fmt, as_json):
         _emit(res.to_dict())
     elif fmt in (Fmt.markdown, Fmt.md):
         typer.echo(res.markdown())
@@ -661,7 +673,7 @@ def whatif_training_cmd(
     )
     for w in res.warnings:
         typer.echo(f"warning: {w}", err=True)
-    if as_json or fmt == Fmt.json:
+    if _json_out(fmt, as_json):
         _emit(res.to_dict())
     elif fmt in (Fmt.markdown, Fmt.md) and hasattr(res, "markdown"):
         typer.echo(res.markdown())
@@ -835,7 +847,7 @@ def explain(
     from .analysis.symbolic import explain as _explain
 
     scenario, kw = _split_scenario(deploy or {})
-    if as_json or fmt == ExplainFmt.json:
+    if _json_out(fmt, as_json):
         _emit(closed_forms(scenario, **kw).to_dict())
         return
     typer.echo(_explain(scenario, fmt="markdown" if fmt == ExplainFmt.md else fmt.value, **kw))
@@ -908,18 +920,6 @@ def _app_for(args: list[str]) -> typer.Typer:
     return one
 
 
-def _format_conflict(args: list[str]) -> str | None:
-    """The --format value that contradicts a --json given with it (both choose what standard output prints), or None."""
-    if "--json" not in args:
-        return None
-    for i, tok in enumerate(args):
-        value = args[i + 1] if tok == "--format" and i + 1 < len(args) else tok.partition("=")[2] if tok.startswith(
-            "--format=") else None
-        if value is not None and value.lower() not in ("json", "text"):
-            return value
-    return None
-
-
 def main(argv: list[str] | None = None) -> None:
     """Console entry point: SpecsimError and click usage errors exit 2 with one line, no traceback."""
     import warnings
@@ -933,9 +933,6 @@ def main(argv: list[str] | None = None) -> None:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", RuntimeWarning)  # numpy warnings are not output; errors say what failed
             args = sys.argv[1:] if argv is None else list(argv)
-            clash = _format_conflict(args)
-            if clash is not None:
-                raise SpecsimError("format", clash, "--json prints one JSON object: give --json or --format, not both")
             rv = _app_for(args)(args=args, standalone_mode=False, prog_name="specsim")
     except SpecsimError as exc:
         typer.echo(f"error: {one_line(exc)}", err=True)

@@ -169,9 +169,12 @@ def test_parameter_sets_evaluated_together_equal_each_alone():
     p = scenario_params(sc)
     pts = [Point(3, 25.6), Point(6, 28.7, batch=4), Point(2, 20.0, ctx=8192)]
     cycles = [{"steps": 2, "topk": 1, "batch": 1, "accept_length": 2.1, "cycle_ms": 22.0},
-              {"steps": 3, "topk": 4, "batch": 8, "num_draft_tokens": 8, "accept_length": 2.6, "cycle_ms": 30.0}]
-    names = ("mem_efficiency", "graph_node_us", "kernel_floor_us")
-    sets = [(0.8, 1.1, 2.8), (0.6, 3.0, 4.5), (0.95, 0.5, 1.0)]
+              {"steps": 3, "topk": 4, "batch": 8, "num_draft_tokens": 8, "accept_length": 2.6, "cycle_ms": 30.0},
+              {"steps": 4, "batch": 2, "accept_length": 2.9, "cycle_ms": 25.0},  # topk not given: a chain
+              {"steps": 3, "topk": 2, "batch": 64, "num_draft_tokens": 6, "accept_length": 2.4, "cycle_ms": 40.0}]
+    names = tuple(cal.free_parameters(sc, len(pts), True, True))
+    rng = np.random.default_rng(1)
+    sets = [tuple(cal._get(p, n) * rng.uniform(0.5, 2.0) for n in names) for _ in range(3)]
     q = dict(p, **{n: np.array([s[j] for s in sets]) for j, n in enumerate(names)})
     together = cal._model_values(q, pts, 11.3, cycles, names, sets=len(sets))
     alone = [cal._model_values(dict(p, **dict(zip(names, s))), pts, 11.3, cycles) for s in sets]

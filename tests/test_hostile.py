@@ -1094,3 +1094,49 @@ def test_a_full_disk_on_standard_output_is_one_line():
                            timeout=120)
     lines = [x for x in r.stderr.splitlines() if x.strip()]
     assert r.returncode == 2 and len(lines) == 1 and "output: cannot write" in lines[0], r.stderr
+
+
+def test_an_output_named_like_a_builtin_it_reads_is_not_an_input(run_cli, tmp_path, monkeypatch):
+    """The loader reads a built-in scenario or model preset by name, not a file of that name beside it: running
+    `scenario dump kimi-k2.5-seed -o kimi-k2.5-seed` a second time was refused as writing over its input."""
+    monkeypatch.chdir(tmp_path)
+    for _ in range(2):
+        assert run_cli("scenario", "dump", "kimi-k2.5-seed", "-o", "kimi-k2.5-seed")[0] == 0
+        assert run_cli("calibrate", "--model", "llama-3.1-8b", "--gpu", "h100", "--tp", "1", "--point", "4=7.6",
+                       "-o", "llama-3.1-8b")[0] == 0
+    _one_line_exit_2(run_cli, "scenario", "dump", "./kimi-k2.5-seed", "-o", "kimi-k2.5-seed", field="out")
+
+
+@pytest.mark.parametrize("rates", ["1,1,1", "1,0.5,0", "1,0.7,0.4", "0,0,0"])
+@pytest.mark.parametrize("tau", [1.05, 1.5, 2.5, 3.9])
+@pytest.mark.parametrize("topk", [1, 2])
+def test_a_measured_profile_with_rates_of_0_or_1_scales_to_any_accept_length(run_cli, tmp_path, rates, tau, topk):
+    """A profile carried as the shape of --accept must reach that accept length: with rates of exactly 1 kept at
+    1 - 1e-6 and log theta capped at 12, --accept 1.5 gave rates of 0.85 (an accept length of 3.19)."""
+    from specsim.analysis.build import build_scenario
+    from specsim.physics.acceptance import expected_accept_length, rates_for, tree_accept_length
+
+    f = tmp_path / "s.json"
+    assert run_cli("scenario", "dump", "--accept-rates", rates, "--steps", "3", "-o", str(f))[0] == 0
+    tree = {"topk": 2, "draft_tokens": 6} if topk > 1 else {}
+    sc = build_scenario(str(f), accept=tau, **tree)
+    r = rates_for(sc)
+    s = sc.speculation
+    assert expected_accept_length(sc) == tau
+    assert float(tree_accept_length(r, s.steps, s.topk, s.num_draft_tokens)) == pytest.approx(tau, abs=1e-6)
+
+
+def test_an_empty_profile_name_is_named(run_cli):
+    line = _one_line_exit_2(run_cli, "predict", "--profile", "", field="profile")
+    assert "empty" in line
+
+
+def test_a_profile_of_another_gpu_that_fits_out_of_range_says_so(run_cli):
+    line = _one_line_exit_2(run_cli, "predict", "--gpu", "a100", "--profile", "h200", field="profile")
+    assert "measured on NVIDIA H200" in line and "--gpu" in line
+
+
+@pytest.mark.parametrize("args", [("report", "--format", "html", "--json", "--out", "r.html"),
+                                  ("calibrate", "--json", "--format", "md")])
+def test_json_and_format_on_a_command_without_one_of_them_is_clicks_no_such_option(run_cli, args):
+    _one_line_exit_2(run_cli, *args, field="No such option")

@@ -232,6 +232,8 @@ def _model_values(p: dict, verify_pts, baseline_ms, cycles, per_set: tuple[str, 
     With ``sets = k`` the parameters named in ``per_set`` are arrays of k values in ``p`` (k parameter sets,
     e.g. the columns of a finite-difference Jacobian) and the result is a (k, measurements) array from one
     flat evaluation per kind of measurement; without ``per_set``, one 1-D row."""
+    assert sets == 1 or per_set, "several parameter sets need the names of the parameters that differ"
+
     def each(n: int) -> dict:  # p with every per-set parameter repeated for the n measurements of its set
         return {**p, **{k: np.repeat(p[k], n) for k in per_set}}
 
@@ -349,10 +351,11 @@ def fit(
         return resid
 
     def jac(x):
-        # forward differences of every parameter in one evaluation (the step scipy's '2-point' takes), stepped
-        # away from an upper bound; the prior rows are the identity over the prior widths
+        # forward differences of every parameter in one evaluation (relative step sqrt(eps), as scipy's '2-point'),
+        # stepped back from an upper bound; the prior rows are the identity over the prior widths
         h = FD_STEP * np.maximum(1.0, np.abs(x))
         h = np.where(x + h > hi, -h, h)
+        h = (x + h) - x  # the step as represented
         f = log_model(np.vstack([x, x + np.diag(h)]))
         return np.vstack([((f[1:] - f[0]) / h[:, None]).T / MEAS_REL_SIGMA, np.diag(1.0 / psig)])
 

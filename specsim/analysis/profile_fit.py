@@ -262,7 +262,7 @@ def _same_gpu(measured_on: str, scenario_gpu: str, preset: str | None) -> bool:
     return not any(ff in w and not any(ff in v for v in want) for w in got for ff in ("pcie", "nvl", "sxm"))
 
 
-def _check_fitted_ranges(fit: ProfileFit, path: str) -> None:
+def _check_fitted_ranges(fit: ProfileFit, path: str, hint: str) -> None:
     """Each fitted value within its physical range (the GPU's or engine's schema bounds): a value outside names
     the profile and the fitted parameter, not the scenario built from it."""
     from ..physics.schema import GPU, Engine, field_range
@@ -275,7 +275,7 @@ def _check_fitted_ranges(fit: ProfileFit, path: str) -> None:
             if not np.isfinite(v) or (lo is not None and v < lo) or (hi is not None and v > hi):
                 raise SpecsimError("profile", path, f"its points fit {key} = {v:.4g}, outside the physical range "
                                                     f"{lo if lo is not None else '-inf'} to {hi if hi is not None else 'inf'}: "
-                                                    "check the points of that section (specsim measure check)")
+                                                    f"{hint}")
 
 
 def apply_profile(sc, path: str):
@@ -287,6 +287,8 @@ def apply_profile(sc, path: str):
     from ..io.presets import data_root, preset_key, scenario_from_dict
     from ..measure.profile import ProfileError, load_profile
 
+    if not str(path).strip():
+        raise SpecsimError("profile", path, "an empty name; give a profile file or a shipped name (h200)")
     shipped = data_root("models").joinpath("profiles", f"{path}.json")
     if not Path(path).exists() and shipped.is_file():  # a shipped profile by name: --profile h200
         path = str(shipped)
@@ -297,7 +299,11 @@ def apply_profile(sc, path: str):
     except OSError as exc:
         raise SpecsimError("profile", path, f"unreadable ({exc.strerror or exc})") from None
     fit = fit_profile(prof, sc.gpu)
-    _check_fitted_ranges(fit, path)
+    measured_on = str((prof.get("provenance") or {}).get("gpu_name") or "")
+    other_gpu = bool(measured_on) and not _same_gpu(measured_on, sc.gpu.name, preset_key("gpus", sc.gpu.name))
+    _check_fitted_ranges(fit, path, f"it was measured on {measured_on[:80]}, not on this scenario's {sc.gpu.name}: give "
+                                    "--gpu to match it" if other_gpu else "check the points of that section "
+                                    "(specsim measure check)")
     coll = collective_fits(prof, sc.parallel.tp) if sc.parallel.tp > 1 and "collectives" in prof else {}
     if not fit.gpu and not fit.engine and not coll:
         raise SpecsimError("profile", path, f"holds nothing this deployment can use (no GEMM, attention, top-k, graph, host, "
@@ -322,8 +328,7 @@ def apply_profile(sc, path: str):
             continue  # the Triton kernel's shares: not this engine's kernels
         data["engine"][key] = v
         data["engine"].setdefault("sources", {})[key] = src
-    measured_on = str((prof.get("provenance") or {}).get("gpu_name") or "")
-    if measured_on and not _same_gpu(measured_on, sc.gpu.name, preset_key("gpus", sc.gpu.name)):
+    if other_gpu:
         data.setdefault("notes", []).append(
             f"the profile {path} was measured on {measured_on[:80]}, not on this scenario's {sc.gpu.name}: its fits "
             "describe that GPU (give --gpu to match it, or measure this one with `specsim measure`)")

@@ -193,7 +193,8 @@ def json_problem(exc: ValueError) -> str:
     """What the JSON parser refused, in one short line (CPython's integer-digits limit said as what it means)."""
     msg = " ".join(str(exc).split())
     if "integer string conversion" in msg:
-        return "an integer of more than 4300 digits; allowed: a number of at most 4300 digits"
+        limit = sys.get_int_max_str_digits()
+        return f"an integer of more than {limit} digits; allowed: a number of at most {limit} digits"
     return msg[:200]
 
 

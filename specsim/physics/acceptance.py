@@ -62,6 +62,11 @@ def constant_rate_from_tau(tau, steps) -> np.ndarray:
     return scale_profile_to_tau(np.array([0.5]), tau, steps)
 
 
+#: bracket of log theta when a profile's shape is scaled to an accept length (rates = base ** theta). An upper end of
+#: 12 (theta 1.6e5) left a base rate of 1 - 1e-6 at 0.85: an accept length below ~1.85 was silently not reached
+LOG_THETA_RANGE = (-30.0, 30.0)
+
+
 def scale_profile_to_tau(base_rates, tau, steps, iters: int = 80) -> np.ndarray:
     """Reshape a base profile to hit tau at `steps`: rates_i = base_i ** theta (bisection on theta).
 
@@ -69,7 +74,7 @@ def scale_profile_to_tau(base_rates, tau, steps, iters: int = 80) -> np.ndarray:
     monotone in theta, so the result keeps the base profile's shape (its decay with depth).
     Broadcasts over tau and steps; returns rates of length max(steps).
     """
-    lo, hi = -30.0, 12.0  # log theta bounds (theta ~1e-13: rates -> 1; e^12: rates -> 0)
+    lo, hi = LOG_THETA_RANGE  # theta ~1e-13: rates -> 1; ~1e13: rates -> 0, even from a base rate of 1 - 1e-12
     if isinstance(steps, int) and isinstance(tau, (int, float)) and isinstance(base_rates, (list, tuple, np.ndarray)) \
             and np.ndim(base_rates) == 1 and len(base_rates):
         return _scaled_profile_one(base_rates, float(tau), steps, lo, hi)
@@ -208,7 +213,7 @@ def rates_for(sc: Scenario, steps: int | None = None) -> np.ndarray:
     def miss(log_theta: float) -> float:
         return float(tree_accept_length(b ** np.exp(log_theta), s.steps, s.topk, s.num_draft_tokens)) - a.accept_length
 
-    lo, hi = -30.0, 12.0
+    lo, hi = LOG_THETA_RANGE
     if miss(lo) <= 0:
         return extend_rates(b ** np.exp(lo), n)
     if miss(hi) >= 0:

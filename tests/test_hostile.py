@@ -1140,3 +1140,18 @@ def test_a_profile_of_another_gpu_that_fits_out_of_range_says_so(run_cli):
                                   ("calibrate", "--json", "--format", "md")])
 def test_json_and_format_on_a_command_without_one_of_them_is_clicks_no_such_option(run_cli, args):
     _one_line_exit_2(run_cli, *args, field="No such option")
+
+
+def test_a_key_given_twice_in_a_json_object_is_refused(run_cli, tmp_path):
+    """A hand-edited scenario with two "batch" keys ran silently at the last one; a profile likewise."""
+    text = (ROOT / "calibration" / "scenarios" / "kimi-k2.5-seed.json").read_text()
+    f = tmp_path / "s.json"
+    f.write_text(text.replace('"batch": 1,', '"batch": 1, "batch": 64,', 1))
+    assert f.read_text() != text
+    line = _one_line_exit_2(run_cli, "predict", "-s", str(f), field="scenario")
+    assert "'batch' appears twice" in line
+    prof = (ROOT / "models" / "profiles" / "h200.json").read_text()
+    g = tmp_path / "p.json"
+    g.write_text(prof.replace('"schema":', '"schema": 1, "schema":', 1))
+    for args in (("predict", "--profile", str(g)), ("measure", "check", str(g))):
+        assert "'schema' appears twice" in _one_line_exit_2(run_cli, *args, field=args[0] if args[0] == "measure" else "profile")

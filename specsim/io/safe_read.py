@@ -189,6 +189,21 @@ def _first_nonfinite(obj, path: list[str], budget: list[int]):
     return None
 
 
+class DuplicateKey(ValueError):
+    def __init__(self, key: str):
+        super().__init__(key)
+        self.key = key[:60]
+
+
+def unique_keys(pairs: list) -> dict:
+    """``object_pairs_hook`` of the JSON reads: an object that names a key twice is refused (:class:`DuplicateKey`)."""
+    out = dict(pairs)
+    if len(out) != len(pairs):
+        seen: set = set()
+        raise DuplicateKey(next(k for k, _ in pairs if k in seen or seen.add(k)))
+    return out
+
+
 def json_problem(exc: ValueError) -> str:
     """What the JSON parser refused, in one short line (CPython's integer-digits limit said as what it means)."""
     msg = " ".join(str(exc).split())
@@ -205,7 +220,10 @@ def loads_bounded(text: str, field: str, name: str, max_depth: int = MAX_JSON_DE
         raise SpecsimError(field, name, f"more than {MAX_JSON_VALUES:,} JSON values; allowed at most {MAX_JSON_VALUES:,}")
     check_json_depth(text, field, name, max_depth)
     try:
-        obj = json.loads(text)
+        obj = json.loads(text, object_pairs_hook=unique_keys)
+    except DuplicateKey as exc:
+        raise SpecsimError(field, name, f"the key {exc.key!r} appears twice in one object; allowed: each key once "
+                                        "(JSON readers disagree on which one wins)") from None
     except RecursionError:
         raise SpecsimError(field, name, f"JSON nested too deeply; allowed depth <= {max_depth}") from None
     except ValueError as exc:  # JSONDecodeError is a ValueError

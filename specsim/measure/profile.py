@@ -85,7 +85,9 @@ def shown_path(path) -> str:
 
 
 def read_json_bounded(path, max_bytes: int = MAX_BYTES):
-    """Parse a JSON file: regular file only, at most ``max_bytes``, strict numbers, bounded nesting."""
+    """Parse a JSON file: regular file only, at most ``max_bytes``, strict numbers, each key once, bounded nesting."""
+    from ..io.safe_read import DuplicateKey, json_problem, unique_keys
+
     p = os.fspath(path)
     try:
         st = os.stat(p)
@@ -107,14 +109,14 @@ def read_json_bounded(path, max_bytes: int = MAX_BYTES):
     if raw.count(b",") + raw.count(b"[") + raw.count(b"{") > 4 * MAX_ITEMS:
         raise ProfileError(f"{shown_path(p)}: more than {MAX_ITEMS} values")
     try:
-        obj = json.loads(raw.decode("utf-8"), parse_constant=_reject_constant)
+        obj = json.loads(raw.decode("utf-8"), parse_constant=_reject_constant, object_pairs_hook=unique_keys)
+    except DuplicateKey as exc:
+        raise ProfileError(f"{shown_path(p)}: the key {exc.key!r} appears twice in one object") from None
     except RecursionError:
         raise ProfileError(f"{shown_path(p)}: nesting too deep") from None
     except UnicodeDecodeError:
         raise ProfileError(f"{shown_path(p)}: not UTF-8 text") from None
     except ValueError as exc:
-        from ..io.safe_read import json_problem
-
         raise ProfileError(f"{shown_path(p)}: not valid JSON ({json_problem(exc)})") from None
     try:
         _depth_and_size(obj)

@@ -580,7 +580,7 @@ def sweep(
 
     if top < 1:
         _fail(f"top: got {top}; must be an integer >= 1")
-    if csv is not None and csv == "-" and (as_json or fmt != Fmt.text):
+    if csv == "-" and (as_json or fmt != Fmt.text):
         _fail(f"csv: got '-'; standard output already takes the {'JSON' if as_json or fmt == Fmt.json else fmt.value} "
               "table: write the CSV to a file")
     profiles = None

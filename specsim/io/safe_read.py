@@ -26,7 +26,7 @@ import sys
 from collections.abc import Iterator
 from typing import IO
 
-from ..errors import SpecsimError
+from ..errors import SpecsimError, one_line
 
 MAX_JSON_BYTES = 64 * 1024 * 1024  # scenario / config / dataset files
 MAX_JSON_DEPTH = 64  # a scenario nests 4 levels; HF configs ~4
@@ -206,7 +206,7 @@ def unique_keys(pairs: list) -> dict:
 
 def json_problem(exc: ValueError) -> str:
     """What the JSON parser refused, in one short line (CPython's integer-digits limit said as what it means)."""
-    msg = " ".join(str(exc).split())
+    msg = one_line(exc)
     if "integer string conversion" in msg:
         limit = sys.get_int_max_str_digits()
         return f"an integer of more than {limit} digits; allowed: a number of at most {limit} digits"

@@ -8,7 +8,9 @@ profile yet: Hopper parts (H100, H20) carry the H200's per-kernel efficiencies o
 memory system generation), the rest carry them as an assumption, except values measured in public
 (``PUBLISHED``: the RTX 3090's GEMM efficiency and bandwidth); rates that scale with memory
 bandwidth (the vocabulary pass) scale by the datasheet bandwidth ratio. Every value says which.
-The engine presets take the measured graph-replay, eager-launch and attention-bandwidth values.
+The engine presets take the measured graph-replay, eager-launch and attention-bandwidth values, and
+the host time per kernel of an eager model forward beyond the bare launch (``eager_dispatch_us``)
+from the measured eager Llama-3.1-8B forwards at batch 1 (:func:`fit_eager_dispatch`).
 Then the fused-MoE kernel's parameters fitted to SGLang's kernel measured on the H200
 (``calibration/kernels/compare.py``, :func:`fit_moe_grid`): the per-CTA streaming rates and SM-time per
 CTA into the GPU presets (carried to the other GPUs as above), the bandwidth shares of its tiles into
@@ -28,6 +30,7 @@ from specsim.analysis.profile_fit import fit_profile  # noqa: E402
 from specsim.io.presets import get_gpu  # noqa: E402
 
 PROFILE = "models/profiles/h200.json"
+EAGER_FORWARDS = "calibration/datasets/h200-llama-3.1-8b-forwards-eager-ctx2048.json"
 HOPPER = ("h100", "h20")
 CARRIED = ("b200", "a100", "rtx3090")
 SCALES_WITH_BANDWIDTH = ("vocab_pass_bytes_per_s",)
@@ -147,6 +150,29 @@ def main() -> None:
             e[name] = v
             e["sources"][name] = (f"{src_meas}; torch SDPA flash kernel with GQA packing, as engines pack it"
                                   if name == "attention_mem_efficiency" else src_meas)
+    dispatch_us, n_points = fit_eager_dispatch(engines["torch-graph"]["engine"]["eager_launch_us"])
+    measured = (f"measured: eager Llama-3.1-8B forwards on one H200 at batch 1, ctx 2048 take a median "
+                f"{dispatch_us + engines['torch-graph']['engine']['eager_launch_us']:.1f} us of host time per kernel over "
+                f"{n_points} widths ({EAGER_FORWARDS}, eager_points; host-bound: the same forwards replay in 6.0-7.1 ms), "
+                f"less the bare launch eager_launch_us; fitted by calibration/build_gpu_presets.py (fit_eager_dispatch)")
+    for key, entry in engines.items():
+        if key.startswith("_"):
+            continue
+        if key in TORCH_KERNEL_ENGINES:
+            entry["engine"]["eager_dispatch_us"] = round(dispatch_us, 3)
+            entry["engine"]["sources"]["eager_dispatch_us"] = measured + (
+                "" if key == "torch-graph" else
+                "; assumed for this engine: plain torch modules like the measured forward's (not measured for it)")
+        else:
+            entry["engine"]["eager_dispatch_us"] = 0.0
+            entry["engine"]["sources"]["eager_dispatch_us"] = (
+                f"0: no host time per kernel beyond the bare launch. The founding case's SGLang verify runs eagerly "
+                f"and NCCL tuning cut it by 27 % to 18.7 ms over its ~1,900 kernels (calibration/datasets/"
+                f"founding_case.md), so the host issues a kernel in under ~10 us there, where the torch forward "
+                f"measured beside it takes {dispatch_us + engines['torch-graph']['engine']['eager_launch_us']:.1f} us "
+                f"({EAGER_FORWARDS}): fused engine kernels (sgl-kernel, vLLM custom ops) come with fewer torch view and "
+                f"reshape ops around each launch")
+
     def write():
         (ROOT / "models" / "gpus.json").write_text(json.dumps(gpus, indent=2) + "\n")
         (ROOT / "models" / "engines.json").write_text(json.dumps(engines, indent=2) + "\n")
@@ -156,6 +182,26 @@ def main() -> None:
     write()
     print(json.dumps(fit.to_dict(), indent=1))
     print(json.dumps({"moe_grid": moe["values"], "fitted": moe["fitted"]}, indent=1))
+
+
+def fit_eager_dispatch(eager_launch_us: float) -> tuple[float, int]:
+    """Host time per kernel of an eager model forward beyond the bare launch (us), and the points it rests on.
+
+    At batch 1 an eager forward is host-bound (measured 12.5-14.2 ms against 6.0-7.1 ms replayed), so its time over
+    the kernels the ``torch-graph`` preset counts for it is the host's time per kernel; the profile's bare launch of
+    a tiny op (``eager_launch_us``) is the part of it any kernel pays.
+    """
+    import numpy as np
+
+    from specsim.analysis.calibrate import dataset_scenario
+    from specsim.physics.cycle import verify_breakdown
+    from specsim.physics.params import scenario_params
+
+    d = json.loads((ROOT / EAGER_FORWARDS).read_text())
+    p = scenario_params(dataset_scenario(d))
+    per_kernel = [pt["ms"] * 1e3 / float(verify_breakdown(p, num_draft_tokens=pt["tokens"], batch=1, ctx=pt["ctx"])["kernels"])
+                  for pt in d["eager_points"] if pt["batch"] == 1]
+    return float(np.median(per_kernel)) - eager_launch_us, len(per_kernel)
 
 
 if __name__ == "__main__":

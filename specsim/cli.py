@@ -459,7 +459,7 @@ def validate(
 ) -> None:
     """Calibrate on a subset of measured points and score the prediction of all of them.
 
-    Example: specsim validate calibration/datasets/kimi-k2.5-seed.json --fit 3 --max-mape 10
+    Example: specsim validate calibration/datasets/h200-llama-3.1-8b-forwards-eager-ctx2048.json --max-mape 10
     """
     from .analysis.calibrate import validate as _validate
     from .analysis.validate_sweeps import (
@@ -503,6 +503,17 @@ def validate(
         scope = "held-out points" if v.held_out else "all points (every point was in the fit)"
         typer.echo(f"MAPE {v.mape_pct:.2f}%  median {v.median_ape_pct:.2f}%  worst {v.max_ape_pct:.2f}%  over {scope}"
                    f"; all points: MAPE {v.mape_all_pct:.2f}%")
+        eager = v.eager_summary()
+        if v.eager_rows:
+            rows = [[r["tokens"], r["batch"], r["ctx"], r["measured_ms"], r["predicted_ms"], r["error_pct"],
+                     "preset" if r["in_fit"] else ""] for r in v.eager_rows]
+            title = (f"{v.dataset}, the same forwards launched eagerly: the fitted numbers on the eager path (preset: "
+                     "at the calibration setup, where the engine preset's host time per kernel may come from)")
+            typer.echo("")
+            typer.echo(table_markdown(head, rows) if markdown else table_text(head, rows, title))
+            if eager:
+                typer.echo(f"eager: MAPE {eager['mape_pct']:.2f}%  worst {eager['max_ape_pct']:.2f}%  over "
+                           f"{eager['held_out_points']} held-out points")
     if max_mape is not None and v.mape_pct > max_mape:
         typer.echo(f"error: MAPE {v.mape_pct:.2f}% exceeds --max-mape {max_mape}", err=True)
         raise typer.Exit(1)

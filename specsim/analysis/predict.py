@@ -352,7 +352,7 @@ def operator_table(tokens: int = 3, scenario: str | Scenario | None = None, **ov
     for r in out["rows"]:
         count = float(np.max(r["count"]))
         us = float(np.max(r["us"]))
-        if count == 0 and not (r["family"] == "fixed" and us > 0):  # GPU time with no kernel of its own stays a row
+        if count == 0 and not (r["family"] in ("fixed", "launch") and us > 0):  # time with no kernel of its own stays a row
             continue
         row = {"name": r["name"], "family": r["family"], "phase": r["phase"], "count": int(round(count)),
                "mbytes": float(np.max(r["bytes"])) / 1e6, "gflops": float(np.max(r["flops"])) / 1e9, "ms": us / 1e3}
@@ -362,7 +362,7 @@ def operator_table(tokens: int = 3, scenario: str | Scenario | None = None, **ov
                            "rows_padded": float(grid["rows_padded"]), "stream_TB_s": float(grid["stream_bytes_per_s"]) / 1e12,
                            "latency_bound": bool(grid["latency_bound"])}
         rows.append(row)
-    # each row holds its kernels' launch cost (graph node or exposed eager launch); the replay itself apart
+    # each row holds its kernels' node gaps; the eager host's wait (eager_launch_wait) and the replay itself apart
     fixed_ms = float(g) * float(p["graph_fixed_us"]) / 1e3
     if fixed_ms > 0:
         rows.append({"name": "graph_replay", "family": "launch", "phase": "misc", "count": 1, "mbytes": 0.0, "gflops": 0.0,

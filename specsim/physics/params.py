@@ -184,6 +184,7 @@ def scenario_params(sc: Scenario) -> Params:
         "graph_fixed_us": e.graph_fixed_us,
         "graph_node_us": e.graph_node_us,
         "eager_launch_us": e.eager_launch_us,
+        "eager_dispatch_us": e.eager_dispatch_us,
         "multi_token_kernels_per_layer": float(e.multi_token_kernels_per_layer),
         "multi_token_extra_us_per_layer": e.multi_token_extra_us_per_layer,
         "sample_kernels": float(e.sample_kernels),

@@ -383,6 +383,10 @@ class Engine(EngineMethods, _Model):
     graph_fixed_us: float = Field(15.4, ge=0, le=1e6, description="fixed cost of one graph replay (launch + sync)")
     graph_node_us: float = Field(1.0, ge=0, le=1e6, description="cost per captured kernel node")
     eager_launch_us: float = Field(9.0, ge=0, le=1e6, description="host launch cost per eagerly launched kernel")
+    eager_dispatch_us: float = Field(
+        0.0, ge=0, le=1e6,
+        description="host time per eagerly issued kernel of a model forward beyond the bare launch (the engine's Python "
+                    "module stack, view and reshape ops, argument handling)")
     multi_token_kernels_per_layer: int = Field(
         0, ge=0, le=1_000_000, description="extra kernels per layer on the multi-token (verify/extend) path vs 1-token decode"
     )

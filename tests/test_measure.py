@@ -361,6 +361,7 @@ def test_shipped_forward_datasets(path):
     for key in ("source", "engine", "gpu", "timing_method", "command", "torch", "date_utc"):
         assert prov.get(key), key
     assert prov["measured"] is True and "H200" in prov["gpu"]
+    assert d["engine_preset"] == "torch-graph"  # without it validate costs the torch forwards as SGLang's
     pts = d["points"]
     assert len(pts) >= 60 and not d["errors"]
     by = {}
@@ -418,6 +419,7 @@ def test_forward_code_paths_on_cpu(tmp_path):
         assert r.returncode == 0, r.stderr[-2000:]
         d = json.loads(out.read_text())
         assert len(d["points"]) == 4 and not d["errors"]
+        assert d["engine_preset"] == "torch-graph"  # validate reads the forwards as this harness runs them
 
 
 @needs_torch

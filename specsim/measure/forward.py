@@ -360,6 +360,7 @@ def measure_forward(
         "batch": 1,
         "ctx": 2048 if 2048 in ctxs else ctxs[0],
         "graph": True,
+        "engine_preset": "torch-graph",  # this harness's own engine preset: validate reads the forwards as it runs them
         "points": [],
         "eager_points": [],
         "skipped": [],

@@ -119,6 +119,60 @@ def test_eager_forward_is_the_launch_queue():
     assert float(small["total"]) == pytest.approx(float(small["kernels"]) * host_us / 1e3, rel=0.01)
 
 
+def test_eager_queue_stays_defined_past_the_schema():
+    """An infinite host time (outside the schema, reachable through array parameters) waits forever, never NaN; an
+    infinite GPU time stays infinite; the 8-norm by squarings equals the power form."""
+    import numpy as np
+
+    from specsim.analysis.build import build_scenario
+    from specsim.physics.cost import EAGER_QUEUE_NORM, _pnorm_of_ratios
+    from specsim.physics.cycle import verify_breakdown
+    from specsim.physics.params import scenario_params
+
+    p = scenario_params(build_scenario(model="llama-3.1-8b", gpu="h200", tp=1, engine="torch-graph", ctx=2048))
+    for graph in (0.0, np.array([0.0, 0.0, 1.0])):
+        launch = np.array([np.inf, 9.0, np.inf])
+        total = verify_breakdown({**p, "eager_launch_us": launch, "graph_verify": graph}, num_draft_tokens=3.0)["total"]
+        total = np.broadcast_to(total, (3,))
+        assert not np.isnan(total).any()
+        assert total[0] == np.inf and np.isfinite(total[1])
+        assert np.isfinite(total[2]) == (np.ndim(graph) == 1)  # a replayed point never waits on the host
+    one = verify_breakdown({**p, "eager_launch_us": float("inf"), "graph_verify": 0.0}, num_draft_tokens=3.0)
+    assert float(one["total"]) == float("inf")
+    a, b = np.random.default_rng(0).random((2, 1000))
+    np.testing.assert_allclose(_pnorm_of_ratios(a, b), (a**EAGER_QUEUE_NORM + b**EAGER_QUEUE_NORM) ** (1 / 8), rtol=1e-12)
+    assert _pnorm_of_ratios(0.5, 1.0) == pytest.approx((0.5**8 + 1.0) ** 0.125, rel=1e-14)
+
+
+def test_validate_scores_eager_points_and_gates_them(run_cli):
+    """Only the dataset the torch-graph preset's host time per kernel was measured on has points marked preset; every
+    other dataset's eager points are held out, and --max-mape gates their MAPE as well as the replayed one."""
+    own = validate("calibration/datasets/h200-llama-3.1-8b-forwards-eager-ctx2048.json")
+    other = validate("calibration/datasets/h200-llama-3.1-8b-forwards-eager-ctx512.json")
+    assert sum(r["in_fit"] for r in own.eager_rows) == 9 and own.eager_summary()["held_out_points"] == 54
+    assert not any(r["in_fit"] for r in other.eager_rows) and other.eager_summary()["held_out_points"] == 63
+    assert own.eager_summary()["mape_pct"] < 5.0 and other.mape_pct < 5.0 < other.eager_summary()["mape_pct"]
+    code, _, err = run_cli("validate", "calibration/datasets/h200-llama-3.1-8b-forwards-eager-ctx512.json",
+                           "--max-mape", "10")
+    assert code == 1 and "eager MAPE" in err
+    code, _, _ = run_cli("validate", "calibration/datasets/h200-llama-3.1-8b-forwards-eager-ctx2048.json",
+                         "--max-mape", "10")
+    assert code == 0
+
+
+@pytest.mark.parametrize("bad", [False, 0, "", {"tokens": 1, "ms": 1.0}, [{"tokens": 0, "ms": 1.0}],
+                                 [{"tokens": 1, "ms": 1.0}] * 100_001])
+def test_bad_eager_points_exit_2_naming_the_file(run_cli, tmp_path, bad):
+    d = json.loads(open("calibration/datasets/h200-llama-3.1-8b-forwards-eager-ctx2048.json").read())
+    d["eager_points"] = bad
+    f = tmp_path / "mine.json"
+    f.write_text(json.dumps(d))
+    code, out, err = run_cli("validate", str(f))
+    lines = [x for x in err.splitlines() if x.strip()]
+    assert code == 2 and not out and len(lines) == 1
+    assert "mine.json" in lines[0] and "eager_points" in lines[0]
+
+
 def test_profile_collectives_replace_the_allreduce_prior(tmp_path):
     """A measured collectives section (specsim measure collectives) sets the TP all-reduce alpha and bandwidth."""
     from specsim.analysis.build import build_scenario

@@ -35,7 +35,8 @@ def check_number(v: object, field: str, lo: float, hi: float, *, lo_open: bool =
 
 def check_dataset(d: object, name: str) -> dict:
     """A measured-points dataset: an object with model, gpu, tp and a non-empty points list of
-    ``{tokens, ms[, batch]}``; optional ``baseline_tok_s``, ``ctx``, ``batch``."""
+    ``{tokens, ms[, batch][, ctx]}``; optional ``baseline_tok_s``, ``ctx``, ``batch`` and ``eager_points`` (the same
+    forwards launched eagerly, each point as in ``points``)."""
     f = f"dataset {name}"
     if not isinstance(d, dict):
         raise SpecsimError(f, None, "must hold a JSON object with model, gpu, tp and points", show_value=False)
@@ -59,18 +60,25 @@ def check_dataset(d: object, name: str) -> dict:
         raise SpecsimError(f"{f}: engine", d["engine"], "allowed: an object of engine fields to override")
     if d.get("graph") is not None and not isinstance(d["graph"], bool):
         raise SpecsimError(f"{f}: graph", d["graph"], "allowed: true or false")
-    pts = d["points"]
-    if not isinstance(pts, list) or not pts:
+    if not isinstance(d["points"], list) or not d["points"]:
         raise SpecsimError(f"{f}: points", None, "must be a non-empty list of {tokens, ms}", show_value=False)
+    if d.get("eager_points") is not None and not isinstance(d["eager_points"], list):
+        raise SpecsimError(f"{f}: eager_points", d["eager_points"], "allowed: a list of {tokens, ms} (may be empty)")
+    for key in ("points", "eager_points"):
+        _check_points(d.get(key) or [], f"{f}: {key}")
+    return d
+
+
+def _check_points(pts: list, f: str) -> None:
+    """A dataset's measured forwards: at most 100,000 objects ``{tokens, ms[, batch][, ctx]}``, each in range."""
     if len(pts) > 100_000:
-        raise SpecsimError(f"{f}: points", f"{len(pts):,} points", "allowed at most 100,000")
+        raise SpecsimError(f, f"{len(pts):,} points", "allowed at most 100,000")
     for i, x in enumerate(pts):
         if not isinstance(x, dict) or "tokens" not in x or "ms" not in x:
-            raise SpecsimError(f"{f}: points.{i}", None, "must be an object {tokens, ms[, batch]}", show_value=False)
-        check_int(x["tokens"], f"{f}: points.{i}.tokens", 1, 65536)
-        check_number(x["ms"], f"{f}: points.{i}.ms", 0.0, 1e7, lo_open=True)
+            raise SpecsimError(f"{f}.{i}", None, "must be an object {tokens, ms[, batch]}", show_value=False)
+        check_int(x["tokens"], f"{f}.{i}.tokens", 1, 65536)
+        check_number(x["ms"], f"{f}.{i}.ms", 0.0, 1e7, lo_open=True)
         if x.get("batch") is not None:
-            check_int(x["batch"], f"{f}: points.{i}.batch", 1, 1_000_000)
+            check_int(x["batch"], f"{f}.{i}.batch", 1, 1_000_000)
         if x.get("ctx") is not None:  # the same range as the dataset's own ctx
-            check_int(x["ctx"], f"{f}: points.{i}.ctx", 0, 100_000_000)
-    return d
+            check_int(x["ctx"], f"{f}.{i}.ctx", 0, 100_000_000)

@@ -381,7 +381,8 @@ class Engine(EngineMethods, _Model):
     graph_draft: bool = Field(True, description="draft steps replay one CUDA graph")
     graph_draft_extend: bool = Field(True, description="draft-extend replays a CUDA graph")
     graph_fixed_us: float = Field(15.4, ge=0, le=1e6, description="fixed cost of one graph replay (launch + sync)")
-    graph_node_us: float = Field(1.0, ge=0, le=1e6, description="cost per captured kernel node")
+    graph_node_us: float = Field(1.0, ge=0, le=1e6, description="GPU-side gap per kernel: a captured node's replay cost, "
+                                "and the gap between queued eager kernels")
     eager_launch_us: float = Field(9.0, ge=0, le=1e6, description="host launch cost per eagerly launched kernel")
     eager_dispatch_us: float = Field(
         0.0, ge=0, le=1e6,

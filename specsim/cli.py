@@ -917,6 +917,23 @@ def _given_value(param, argv: list[str]) -> str | None:
     return None
 
 
+#: boolean flag pairs of one option (``--a/--b``): click takes the last of the two silently; given together they are
+#: refused. ``--graph/--eager`` is calibrate's (``measure forward --eager`` takes a value beside ``--graph``)
+_OPPOSITE_FLAGS = (("--on", "--off"), ("--graph", "--no-graph"), ("--eager", "--no-eager"),
+                   ("--stop-strings", "--no-stop-strings"))
+
+
+def _refuse_opposite_flags(args: list[str]) -> None:
+    """One line and exit 2 where a command is given both flags of one on/off option (``calibrate --graph --eager``)."""
+    from .errors import SpecsimError
+
+    given = set(args[: args.index("--")] if "--" in args else args)
+    pairs = _OPPOSITE_FLAGS + ((("--graph", "--eager"),) if args[:1] == ["calibrate"] else ())
+    for on, off in pairs:
+        if on in given and off in given:
+            raise SpecsimError(f"{on}/{off}", f"{on} {off}", "give one of the two (they are one option)")
+
+
 def _app_for(args: list[str]) -> typer.Typer:
     """The app to parse ``args`` with: where they start with a top-level command's name, an app of that command
     alone (typer builds the click command of every registered command on each call, ~35 ms for this app's,
@@ -947,6 +964,7 @@ def main(argv: list[str] | None = None) -> None:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", RuntimeWarning)  # numpy warnings are not output; errors say what failed
             args = sys.argv[1:] if argv is None else list(argv)
+            _refuse_opposite_flags(args)
             rv = _app_for(args)(args=args, standalone_mode=False, prog_name="specsim")
     except SpecsimError as exc:
         typer.echo(f"error: {one_line(exc)}", err=True)

@@ -1155,3 +1155,21 @@ def test_a_key_given_twice_in_a_json_object_is_refused(run_cli, tmp_path):
     g.write_text(prof.replace('"schema":', '"schema": 1, "schema":', 1))
     for args in (("predict", "--profile", str(g)), ("measure", "check", str(g))):
         assert "'schema' appears twice" in _one_line_exit_2(run_cli, *args, field=args[0] if args[0] == "measure" else "profile")
+
+
+@pytest.mark.parametrize("argv", [
+    ["calibrate", "--model", "kimi-k2.5", "--gpu", "h200", "--tp", "8", "--graph", "--eager", "--point", "3=25.6"],
+    ["whatif", "graph", "--phase", "verify", "--on", "--off"],
+    ["whatif", "overlap", "--off", "--on"],
+])
+def test_both_flags_of_one_option_are_refused(run_cli, argv):
+    """Click would take the last of ``--graph --eager`` silently; specsim names the pair and exits 2."""
+    code, out, err = run_cli(*argv)
+    lines = [x for x in err.splitlines() if x.strip()]
+    assert code == 2 and not out and len(lines) == 1 and "give one of the two" in lines[0]
+
+
+def test_measure_forward_eager_value_beside_graph_is_not_a_clash():
+    from specsim.cli import _refuse_opposite_flags
+
+    _refuse_opposite_flags(["measure", "forward", "--graph", "--eager", "8x4@2048"])  # no error

@@ -51,7 +51,8 @@ __all__ = [
 
 
 def _mib(n: int) -> str:
-    return f"{n / (1024 * 1024):g} MiB"
+    """A byte limit as a user reads it: MiB, or bytes under one MiB."""
+    return f"{n / (1024 * 1024):g} MiB" if n >= 1024 * 1024 else f"{n:,} bytes"
 
 
 def _kind(mode: int) -> str:
@@ -213,11 +214,11 @@ def json_problem(exc: ValueError) -> str:
     return msg[:200]
 
 
-def loads_bounded(text: str, field: str, name: str, max_depth: int = MAX_JSON_DEPTH):
-    """``json.loads`` with a depth limit; a NaN / Infinity / overflowing number is refused naming
+def loads_bounded(text: str, field: str, name: str, max_depth: int = MAX_JSON_DEPTH, max_values: int = MAX_JSON_VALUES):
+    """``json.loads`` with a depth and a size limit; a NaN / Infinity / overflowing number is refused naming
     its path (``field: a.b.0: got inf; allowed: a finite number``)."""
-    if text.count(",") + text.count("[") + text.count("{") > MAX_JSON_VALUES:  # before the parser builds them
-        raise SpecsimError(field, name, f"more than {MAX_JSON_VALUES:,} JSON values; allowed at most {MAX_JSON_VALUES:,}")
+    if text.count(",") + text.count("[") + text.count("{") > max_values:  # before the parser builds them
+        raise SpecsimError(field, name, f"more than {max_values:,} JSON values; allowed at most {max_values:,}")
     check_json_depth(text, field, name, max_depth)
     try:
         obj = json.loads(text, object_pairs_hook=unique_keys)
@@ -238,10 +239,11 @@ def loads_bounded(text: str, field: str, name: str, max_depth: int = MAX_JSON_DE
 
 
 def read_json_file(path: str | os.PathLike, field: str, max_bytes: int = MAX_JSON_BYTES, *,
-                   allow_stdin: bool = False):
+                   allow_stdin: bool = False, max_depth: int = MAX_JSON_DEPTH, max_values: int = MAX_JSON_VALUES):
     """Parse a bounded regular JSON file (see :func:`read_text_file` and :func:`loads_bounded`)."""
     name = os.fspath(path)
-    return loads_bounded(read_text_file(name, field, max_bytes, allow_stdin=allow_stdin), field, name)
+    return loads_bounded(read_text_file(name, field, max_bytes, allow_stdin=allow_stdin), field, name,
+                         max_depth, max_values)
 
 
 def _runs_of_lines(path: str | os.PathLike, field: str, allow_stdin: bool, max_line: int,

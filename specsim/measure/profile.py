@@ -37,10 +37,8 @@ rates per second.
 
 from __future__ import annotations
 
-import json
 import math
 import os
-import stat
 
 import numpy as np
 
@@ -57,10 +55,6 @@ class ProfileError(ValueError):
 
 
 # ------------------------------------------------------------------------------------ reading
-def _reject_constant(name):
-    raise ValueError(f"non-finite number {name} is not allowed")
-
-
 def _depth_and_size(obj, limit_depth=MAX_DEPTH, limit_items=MAX_ITEMS):
     stack = [(obj, 1)]
     count = 0
@@ -85,43 +79,22 @@ def shown_path(path) -> str:
 
 
 def read_json_bounded(path, max_bytes: int = MAX_BYTES):
-    """Parse a JSON file: regular file only, at most ``max_bytes``, strict numbers, each key once, bounded nesting."""
-    from ..io.safe_read import DuplicateKey, json_problem, unique_keys
+    """Parse a profile through specsim's one bounded JSON reader (:func:`specsim.io.safe_read.read_json_file`:
+    regular file only, at most ``max_bytes``, finite numbers, each key once, bounded nesting and size); what it
+    refuses becomes a ProfileError naming the file."""
+    from ..errors import SpecsimError, short_repr
+    from ..io.safe_read import read_json_file
 
-    p = os.fspath(path)
     try:
-        st = os.stat(p)
-    except OSError as exc:
-        raise ProfileError(f"{shown_path(p)}: cannot read ({exc.strerror or exc})") from None
-    if not stat.S_ISREG(st.st_mode):
-        raise ProfileError(f"{shown_path(p)}: not a regular file")
-    if st.st_size > max_bytes:
-        raise ProfileError(f"{shown_path(p)}: {st.st_size} bytes, more than the {max_bytes} allowed")
-    try:
-        with open(p, "rb") as fh:
-            raw = fh.read(max_bytes + 1)
-    except OSError as exc:
-        raise ProfileError(f"{shown_path(p)}: cannot read ({exc.strerror or exc})") from None
-    if len(raw) > max_bytes:
-        raise ProfileError(f"{shown_path(p)}: more than the {max_bytes} bytes allowed")
-    # values <= commas + containers + 1: refuse a file that could hold far more values than allowed before
-    # the parser builds them (a list of 20M zeros fits in 64 MiB and would take gigabytes as Python objects)
-    if raw.count(b",") + raw.count(b"[") + raw.count(b"{") > 4 * MAX_ITEMS:
-        raise ProfileError(f"{shown_path(p)}: more than {MAX_ITEMS} values")
-    try:
-        obj = json.loads(raw.decode("utf-8"), parse_constant=_reject_constant, object_pairs_hook=unique_keys)
-    except DuplicateKey as exc:
-        raise ProfileError(f"{shown_path(p)}: the key {exc.key!r} appears twice in one object") from None
-    except RecursionError:
-        raise ProfileError(f"{shown_path(p)}: nesting too deep") from None
-    except UnicodeDecodeError:
-        raise ProfileError(f"{shown_path(p)}: not UTF-8 text") from None
-    except ValueError as exc:
-        raise ProfileError(f"{shown_path(p)}: not valid JSON ({json_problem(exc)})") from None
+        obj = read_json_file(path, "profile", max_bytes, max_depth=MAX_DEPTH, max_values=4 * MAX_ITEMS)
+    except SpecsimError as exc:  # "profile: got PATH; WHY" or, at a number, "profile FILE: a.b: got VALUE; WHY"
+        where = exc.field.split(": ", 1)[1] if ": " in exc.field else None
+        what = f"{where}: got {short_repr(exc.value)}; {exc.allowed}" if where else exc.allowed
+        raise ProfileError(f"{shown_path(path)}: {what}") from None
     try:
         _depth_and_size(obj)
     except ProfileError as exc:
-        raise ProfileError(f"{shown_path(p)}: {exc}") from None
+        raise ProfileError(f"{shown_path(path)}: {exc}") from None
     return obj
 
 

@@ -295,7 +295,7 @@ def apply_profile(sc, path: str):
     try:
         prof = load_profile(path)
     except ProfileError as exc:
-        raise SpecsimError("profile", path, str(exc)) from None
+        raise SpecsimError("profile", path, str(exc), show_value=False) from None  # the message names the file
     except OSError as exc:
         raise SpecsimError("profile", path, f"unreadable ({exc.strerror or exc})") from None
     fit = fit_profile(prof, sc.gpu)

@@ -917,20 +917,23 @@ def _given_value(param, argv: list[str]) -> str | None:
     return None
 
 
-#: boolean flag pairs of one option (``--a/--b``): click takes the last of the two silently; given together they are
-#: refused. ``--graph/--eager`` is calibrate's (``measure forward --eager`` takes a value beside ``--graph``)
-_OPPOSITE_FLAGS = (("--on", "--off"), ("--graph", "--no-graph"), ("--eager", "--no-eager"),
-                   ("--stop-strings", "--no-stop-strings"))
+#: boolean flag pairs of one option (``--a/--b``), by the command that has them (None: every command that takes the
+#: option): click takes the last of the two silently; given together they are refused
+_OPPOSITE_FLAGS = {("calibrate",): ("--graph", "--eager"), ("whatif", "graph"): ("--on", "--off"),
+                   ("whatif", "overlap"): ("--on", "--off"), ("measure", "collectives"): ("--graph", "--no-graph"),
+                   ("measure", "draft"): ("--eager", "--no-eager"), None: ("--stop-strings", "--no-stop-strings")}
 
 
 def _refuse_opposite_flags(args: list[str]) -> None:
-    """One line and exit 2 where a command is given both flags of one on/off option (``calibrate --graph --eager``)."""
+    """One line and exit 2 where a command is given both flags of one on/off option (``calibrate --graph --eager``).
+    The words are read as given: a flag-like word given as another option's value counts as that flag."""
     from .errors import SpecsimError
 
     given = set(args[: args.index("--")] if "--" in args else args)
-    pairs = _OPPOSITE_FLAGS + ((("--graph", "--eager"),) if args[:1] == ["calibrate"] else ())
-    for on, off in pairs:
-        if on in given and off in given:
+    if "--help" in given:
+        return
+    for cmd, (on, off) in _OPPOSITE_FLAGS.items():
+        if on in given and off in given and (cmd is None or tuple(args[: len(cmd)]) == cmd):
             raise SpecsimError(f"{on}/{off}", f"{on} {off}", "give one of the two (they are one option)")
 
 

@@ -144,7 +144,7 @@ def test_eager_queue_stays_defined_past_the_schema():
     assert _pnorm_of_ratios(0.5, 1.0) == pytest.approx((0.5**8 + 1.0) ** 0.125, rel=1e-14)
 
 
-def test_validate_scores_eager_points_and_gates_them(run_cli):
+def test_validate_scores_eager_points_and_gates_them(run_cli, tmp_path):
     """Only the dataset the torch-graph preset's host time per kernel was measured on has points marked preset; every
     other dataset's eager points are held out, and --max-mape gates their MAPE as well as the replayed one."""
     own = validate("calibration/datasets/h200-llama-3.1-8b-forwards-eager-ctx2048.json")
@@ -152,6 +152,16 @@ def test_validate_scores_eager_points_and_gates_them(run_cli):
     assert sum(r["in_fit"] for r in own.eager_rows) == 9 and own.eager_summary()["held_out_points"] == 54
     assert not any(r["in_fit"] for r in other.eager_rows) and other.eager_summary()["held_out_points"] == 63
     assert own.eager_summary()["mape_pct"] < 5.0 and other.mape_pct < 5.0 < other.eager_summary()["mape_pct"]
+    by_name = validate("h200-llama-3.1-8b-forwards-eager-ctx2048")  # the built-in dataset by name: the same
+    assert sum(r["in_fit"] for r in by_name.eager_rows) == 9
+    # other data under the preset file's name (or a name inside it), or the preset's value overridden: all held out
+    src = json.loads(open("calibration/datasets/h200-llama-3.1-8b-forwards-eager-ctx512.json").read())
+    own_data = json.loads(open("calibration/datasets/h200-llama-3.1-8b-forwards-eager-ctx2048.json").read())
+    for name, data in (("h200-llama-3.1-8b-forwards-eager-ctx2048.json", src), ("8.json", src),
+                       ("mine.json", {**own_data, "engine": {"eager_dispatch_us": 25.0}})):
+        f = tmp_path / name
+        f.write_text(json.dumps(data))
+        assert not any(r["in_fit"] for r in validate(str(f)).eager_rows), name
     code, _, err = run_cli("validate", "calibration/datasets/h200-llama-3.1-8b-forwards-eager-ctx512.json",
                            "--max-mape", "10")
     assert code == 1 and "eager MAPE" in err

@@ -1169,7 +1169,11 @@ def test_both_flags_of_one_option_are_refused(run_cli, argv):
     assert code == 2 and not out and len(lines) == 1 and "give one of the two" in lines[0]
 
 
-def test_measure_forward_eager_value_beside_graph_is_not_a_clash():
+def test_flag_pairs_are_read_per_command():
     from specsim.cli import _refuse_opposite_flags
 
-    _refuse_opposite_flags(["measure", "forward", "--graph", "--eager", "8x4@2048"])  # no error
+    _refuse_opposite_flags(["measure", "forward", "--graph", "--eager", "8x4@2048"])  # not calibrate's pair
+    _refuse_opposite_flags(["predict", "--on", "--off"])  # predict has no --on/--off: click says so
+    _refuse_opposite_flags(["whatif", "graph", "--on", "--off", "--help"])  # help wins
+    with pytest.raises(SpecsimError, match="--on/--off"):
+        _refuse_opposite_flags(["whatif", "overlap", "--on", "--off"])

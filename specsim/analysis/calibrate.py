@@ -626,7 +626,6 @@ def validate(path: str, fit_tokens: list[int] | None = None) -> Validation:
     fit_tokens = fit_tokens or [3, 6]
     pts = _dataset_points(d.get("points"), "dataset.points")
     eager_pts = _dataset_points(d.get("eager_points") or [], "dataset.eager_points")  # checked by load_dataset
-    file_name = Path(path).name if str(path).endswith(".json") else f"{Path(path).name}.json"
     sc = dataset_scenario(d)
     b0, c0 = sc.workload.batch, sc.workload.ctx
 
@@ -651,7 +650,7 @@ def validate(path: str, fit_tokens: list[int] | None = None) -> Validation:
         eager_sc = apply_parameters(dataset_scenario({**d, "graph": False}), res.values)
         # points the engine preset's host time per kernel was measured on are marked, not scored: only where the
         # preset's own source names this dataset's file (anyone else's eager forwards are all held out)
-        fed_preset = file_name in sc.engine.sources.get("eager_dispatch_us", "")
+        fed_preset = _fed_eager_preset(path, d, sc)
         eager_rows = _scored_rows(scenario_params(eager_sc), eager_pts, b0, c0,
                                   at_fit_setup if fed_preset else (lambda pt: False))
         for r in eager_rows:
@@ -661,6 +660,29 @@ def validate(path: str, fit_tokens: list[int] | None = None) -> Validation:
     ape = held if held.size else ape_all
     return Validation(str(d.get("name", path)), fit_tokens, rows, float(ape.mean()), float(np.median(ape)), float(ape.max()),
                       res, held_out=int(held.size), mape_all_pct=float(ape_all.mean()), eager_rows=eager_rows)
+
+
+def _fed_eager_preset(path: str, d: dict, sc: Scenario) -> bool:
+    """Whether the engine preset's ``eager_dispatch_us`` was measured on this very dataset: the shipped file its
+    source names (``measured: ... calibration/datasets/FILE``), the value not overridden by the dataset."""
+    from ..io.presets import data_root
+
+    src = sc.engine.sources.get("eager_dispatch_us", "")
+    if not src.startswith("measured") or "eager_dispatch_us" in (d.get("engine") or {}):
+        return False
+    given = Path(path)
+    name = given.name if given.suffix == ".json" else f"{given.name}.json"
+    shipped = Path(str(data_root("calibration").joinpath("datasets", name)))
+    if f"calibration/datasets/{name}" not in src or not shipped.is_file():
+        return False
+    if not given.exists():  # by name: the built-in dataset of that name
+        return True
+    import filecmp
+
+    try:  # by path: the same bytes (a checkout's copy beside an installed package's)
+        return filecmp.cmp(given, shipped, shallow=False)
+    except OSError:
+        return False
 
 
 def _dataset_points(raw, field_name: str) -> list[Point]:

@@ -234,7 +234,9 @@ def loads_bounded(text: str, field: str, name: str, max_depth: int = MAX_JSON_DE
         if hit:
             path, value = hit
             where = ".".join(path) or "value"
-            raise SpecsimError(f"{field} {os.path.basename(name) or name}: {where}", value, "allowed: a finite number")
+            exc = SpecsimError(f"{field} {os.path.basename(name) or name}: {where}", value, "allowed: a finite number")
+            exc.json_path = where  # for a caller that names the file its own way
+            raise exc
     return obj
 
 

@@ -87,8 +87,8 @@ def read_json_bounded(path, max_bytes: int = MAX_BYTES):
 
     try:
         obj = read_json_file(path, "profile", max_bytes, max_depth=MAX_DEPTH, max_values=4 * MAX_ITEMS)
-    except SpecsimError as exc:  # "profile: got PATH; WHY" or, at a number, "profile FILE: a.b: got VALUE; WHY"
-        where = exc.field.split(": ", 1)[1] if ": " in exc.field else None
+    except SpecsimError as exc:  # about the file (exc.allowed says why), or a number at exc.json_path
+        where = getattr(exc, "json_path", None)
         what = f"{where}: got {short_repr(exc.value)}; {exc.allowed}" if where else exc.allowed
         raise ProfileError(f"{shown_path(path)}: {what}") from None
     try:

@@ -171,6 +171,7 @@ def test_validate_scores_eager_points_and_gates_them(run_cli, tmp_path):
 
 
 @pytest.mark.parametrize("bad", [False, 0, "", {"tokens": 1, "ms": 1.0}, [{"tokens": 0, "ms": 1.0}],
+                                 [{"tokens": 1, "ms": 1e-300}],  # below any kernel: a MAPE of 300 digits
                                  [{"tokens": 1, "ms": 1.0}] * 100_001])
 def test_bad_eager_points_exit_2_naming_the_file(run_cli, tmp_path, bad):
     d = json.loads(open("calibration/datasets/h200-llama-3.1-8b-forwards-eager-ctx2048.json").read())

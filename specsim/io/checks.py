@@ -77,7 +77,7 @@ def _check_points(pts: list, f: str) -> None:
         if not isinstance(x, dict) or "tokens" not in x or "ms" not in x:
             raise SpecsimError(f"{f}.{i}", None, "must be an object {tokens, ms[, batch]}", show_value=False)
         check_int(x["tokens"], f"{f}.{i}.tokens", 1, 65536)
-        check_number(x["ms"], f"{f}.{i}.ms", 0.0, 1e7, lo_open=True)
+        check_number(x["ms"], f"{f}.{i}.ms", 1e-4, 1e7)  # >= 0.1 us: below any kernel launch
         if x.get("batch") is not None:
             check_int(x["batch"], f"{f}.{i}.batch", 1, 1_000_000)
         if x.get("ctx") is not None:  # the same range as the dataset's own ctx

@@ -64,7 +64,7 @@ def _depth_and_size(obj, limit_depth=MAX_DEPTH, limit_items=MAX_ITEMS):
         if d > limit_depth:
             raise ProfileError(f"nesting deeper than {limit_depth}")
         if count > limit_items:
-            raise ProfileError(f"more than {limit_items} values")
+            raise ProfileError(f"more than {limit_items:,} values; allowed at most {limit_items:,}")
         if isinstance(o, dict):
             stack.extend((v, d + 1) for v in o.values())
         elif isinstance(o, list):
@@ -89,6 +89,8 @@ def read_json_bounded(path, max_bytes: int = MAX_BYTES):
         obj = read_json_file(path, "profile", max_bytes, max_depth=MAX_DEPTH, max_values=4 * MAX_ITEMS)
     except SpecsimError as exc:  # about the file (exc.allowed says why), or a number at exc.json_path
         where = getattr(exc, "json_path", None)
+        if exc.allowed.endswith("JSON values; allowed at most " + f"{4 * MAX_ITEMS:,}"):  # the text's own count
+            raise ProfileError(f"{shown_path(path)}: more than {MAX_ITEMS:,} values; allowed at most {MAX_ITEMS:,}") from None
         what = f"{where}: got {short_repr(exc.value)}; {exc.allowed}" if where else exc.allowed
         raise ProfileError(f"{shown_path(path)}: {what}") from None
     try:

@@ -917,24 +917,28 @@ def _given_value(param, argv: list[str]) -> str | None:
     return None
 
 
-#: boolean flag pairs of one option (``--a/--b``), by the command that has them (None: every command that takes the
-#: option): click takes the last of the two silently; given together they are refused
-_OPPOSITE_FLAGS = {("calibrate",): ("--graph", "--eager"), ("whatif", "graph"): ("--on", "--off"),
-                   ("whatif", "overlap"): ("--on", "--off"), ("measure", "collectives"): ("--graph", "--no-graph"),
-                   ("measure", "draft"): ("--eager", "--no-eager"), None: ("--stop-strings", "--no-stop-strings")}
-
-
-def _refuse_opposite_flags(args: list[str]) -> None:
-    """One line and exit 2 where a command is given both flags of one on/off option (``calibrate --graph --eager``).
-    The words are read as given: a flag-like word given as another option's value counts as that flag."""
+def _refuse_opposite_flags(args: list[str], cmd=None) -> None:
+    """One line and exit 2 where a command is given both flags of one on/off option (``calibrate --graph --eager``):
+    click would take the last of the two silently. The pairs are the click command's own (``--a/--b`` options of
+    the command ``args`` name; ``cmd`` is the click command built for them). The words are read as given: a
+    flag-like word given as another option's value counts as that flag."""
     from .errors import SpecsimError
 
     given = set(args[: args.index("--")] if "--" in args else args)
     if "--help" in given:
         return
-    for cmd, (on, off) in _OPPOSITE_FLAGS.items():
-        if on in given and off in given and (cmd is None or tuple(args[: len(cmd)]) == cmd):
-            raise SpecsimError(f"{on}/{off}", f"{on} {off}", "give one of the two (they are one option)")
+    cmd = cmd if cmd is not None else typer.main.get_command(_app_for(args))
+    for word in args:  # down to the (sub)command the leading words name
+        sub = (getattr(cmd, "commands", None) or {}).get(word)  # a group's (click, or the copy typer vendors)
+        if sub is None:
+            break
+        cmd = sub
+    for opt in cmd.params:
+        if getattr(opt, "secondary_opts", None):
+            on = next((o for o in opt.opts if o in given), None)
+            off = next((o for o in opt.secondary_opts if o in given), None)
+            if on and off:
+                raise SpecsimError(f"{on}/{off}", f"{on} {off}", "give one of the two (they are one option)")
 
 
 def _app_for(args: list[str]) -> typer.Typer:
@@ -967,8 +971,9 @@ def main(argv: list[str] | None = None) -> None:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", RuntimeWarning)  # numpy warnings are not output; errors say what failed
             args = sys.argv[1:] if argv is None else list(argv)
-            _refuse_opposite_flags(args)
-            rv = _app_for(args)(args=args, standalone_mode=False, prog_name="specsim")
+            cmd = typer.main.get_command(_app_for(args))  # what calling the typer app builds, built once
+            _refuse_opposite_flags(args, cmd)
+            rv = cmd.main(args=args, standalone_mode=False, prog_name="specsim")
     except SpecsimError as exc:
         typer.echo(f"error: {one_line(exc)}", err=True)
         sys.exit(2)

@@ -624,8 +624,8 @@ def validate(path: str, fit_tokens: list[int] | None = None) -> Validation:
     """
     d = load_dataset(path)
     fit_tokens = fit_tokens or [3, 6]
-    pts = _dataset_points(d.get("points"), "dataset.points")
-    eager_pts = _dataset_points(d.get("eager_points") or [], "dataset.eager_points")  # checked by load_dataset
+    pts = _dataset_points(d["points"])
+    eager_pts = _dataset_points(d.get("eager_points") or [])
     sc = dataset_scenario(d)
     b0, c0 = sc.workload.batch, sc.workload.ctx
 
@@ -685,21 +685,11 @@ def _fed_eager_preset(path: str, d: dict, sc: Scenario) -> bool:
         return False
 
 
-def _dataset_points(raw, field_name: str) -> list[Point]:
-    """A dataset's measured forwards (tokens, ms, optional batch and ctx), each checked."""
-    if not isinstance(raw, list):
-        raise SpecsimError(field_name, type(raw).__name__, "allowed: a list of point objects")
-    pts = []
-    for x in raw:
-        try:
-            pt = Point(int(x["tokens"]), float(x["ms"]), "dataset", int(x["batch"]) if x.get("batch") else None,
-                       int(x["ctx"]) if x.get("ctx") is not None else None)
-        except (TypeError, ValueError, KeyError):
-            raise SpecsimError(field_name, x, "each point needs integer tokens >= 1 and ms > 0") from None
-        if pt.tokens < 1 or not pt.ms > 0 or (pt.batch is not None and pt.batch < 1) or (pt.ctx is not None and pt.ctx < 0):
-            raise SpecsimError(field_name, x, "each point needs integer tokens >= 1, ms > 0, batch >= 1, ctx >= 0")
-        pts.append(pt)
-    return pts
+def _dataset_points(raw: list) -> list[Point]:
+    """A loaded dataset's measured forwards (tokens, ms, optional batch and ctx) as points; ``load_dataset`` has
+    checked each one (:func:`specsim.io.checks.check_dataset`)."""
+    return [Point(int(x["tokens"]), float(x["ms"]), "dataset", None if x.get("batch") is None else int(x["batch"]),
+                  None if x.get("ctx") is None else int(x["ctx"])) for x in raw]
 
 
 def _scored_rows(p: dict, pts: list[Point], b0: int, c0: int, in_fit) -> list[dict]:

@@ -40,6 +40,7 @@ __all__ = [
     "MAX_JSON_VALUES",
     "MAX_LINE_BYTES",
     "MAX_LOG_BYTES",
+    "TooManyValues",
     "check_json_depth",
     "iter_blocks",
     "iter_lines",
@@ -48,6 +49,11 @@ __all__ = [
     "read_json_file",
     "read_text_file",
 ]
+
+
+class TooManyValues(SpecsimError):
+    """A JSON text that could hold more values than allowed: counted on the text (commas and containers), before the
+    parser builds them. A caller with its own count of values (a profile's) words the limit its own way."""
 
 
 def _mib(n: int) -> str:
@@ -218,7 +224,7 @@ def loads_bounded(text: str, field: str, name: str, max_depth: int = MAX_JSON_DE
     """``json.loads`` with a depth and a size limit; a NaN / Infinity / overflowing number is refused naming
     its path (``field: a.b.0: got inf; allowed: a finite number``)."""
     if text.count(",") + text.count("[") + text.count("{") > max_values:  # before the parser builds them
-        raise SpecsimError(field, name, f"more than {max_values:,} JSON values; allowed at most {max_values:,}")
+        raise TooManyValues(field, name, f"more than {max_values:,} JSON values; allowed at most {max_values:,}")
     check_json_depth(text, field, name, max_depth)
     try:
         obj = json.loads(text, object_pairs_hook=unique_keys)

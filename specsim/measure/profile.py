@@ -83,14 +83,14 @@ def read_json_bounded(path, max_bytes: int = MAX_BYTES):
     regular file only, at most ``max_bytes``, finite numbers, each key once, bounded nesting and size); what it
     refuses becomes a ProfileError naming the file."""
     from ..errors import SpecsimError, short_repr
-    from ..io.safe_read import read_json_file
+    from ..io.safe_read import TooManyValues, read_json_file
 
-    try:
+    try:  # the text pre-check at 4x the limit (values <= commas + containers + 1); _depth_and_size counts exactly
         obj = read_json_file(path, "profile", max_bytes, max_depth=MAX_DEPTH, max_values=4 * MAX_ITEMS)
+    except TooManyValues:
+        raise ProfileError(f"{shown_path(path)}: more than {MAX_ITEMS:,} values; allowed at most {MAX_ITEMS:,}") from None
     except SpecsimError as exc:  # about the file (exc.allowed says why), or a number at exc.json_path
         where = getattr(exc, "json_path", None)
-        if exc.allowed.endswith("JSON values; allowed at most " + f"{4 * MAX_ITEMS:,}"):  # the text's own count
-            raise ProfileError(f"{shown_path(path)}: more than {MAX_ITEMS:,} values; allowed at most {MAX_ITEMS:,}") from None
         what = f"{where}: got {short_repr(exc.value)}; {exc.allowed}" if where else exc.allowed
         raise ProfileError(f"{shown_path(path)}: {what}") from None
     try:

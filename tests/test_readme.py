@@ -136,3 +136,20 @@ def test_readme_accuracy_numbers_are_what_validate_prints_now() -> None:
     errs = held_out_errors(v, max_batch=64)
     assert within and (int(within[1]), int(within[2])) == (sum(e <= 12 for e in errs), len(errs))
     assert float(within[3]) == round(sum(errs) / len(errs), 1)
+
+
+def test_readme_overlap_gains_are_what_validate_prints_now() -> None:
+    """The README's table of published v1 -> spec-v2 gains is the dataset's ``overlap_gains`` as scored now."""
+    from specsim.analysis.validate_sweeps import validate_sweeps
+
+    text = README.read_text(encoding="utf-8")
+    start = text.index("**What the overlap scheduler buys")
+    rows = re.findall(r"^\| [^|]+ \| [^|]+ \| ([0-9.]+) \| ([0-9.]+) -> ([0-9.]+) \| ([+-][0-9.]+) % \| ([+-][0-9.]+) % \| "
+                      r"([+-][0-9.]+) % \|$", text[start:start + 3000], flags=re.M)
+    scored = [g for g in validate_sweeps().overlap_gains if not g["skipped"]]
+    assert len(rows) == len(scored) >= 2
+    for (accept, v1, v2, pub, mod, err), g in zip(rows, scored):
+        assert (float(accept), float(v1), float(v2)) == (round(g["accept_length"], 2), round(g["published_v1_tok_s"], 1),
+                                                         round(g["published_v2_tok_s"], 1))
+        assert float(pub) == round(100 * (g["published_gain"] - 1), 1)
+        assert float(mod) == round(100 * (g["modeled_gain"] - 1), 1) and float(err) == round(g["error_pct"], 1)

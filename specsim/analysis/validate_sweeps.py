@@ -6,8 +6,10 @@ larger batch is then predicted with that accept length. Only the first row of ea
 used to fit anything (one number: tau); the rest are held out. Baselines are zero-shot: the
 presets alone, nothing fitted. Configurations (``configs``: published runs that state their
 accept length with each step count, tree shape and batch) are zero-shot too: the measured accept
-length goes in, the speedup comes out. The dataset is
-``calibration/datasets/published_batch_sweeps.json``.
+length goes in, the speedup comes out. Overlap gains (``overlap_gains``: published runs of one
+SGLang deployment with speculation on the v1 path and again with the overlap scheduler, spec v2)
+are zero-shot too: the model's gain from hiding the cycle's host work against the published one.
+The dataset is ``calibration/datasets/published_batch_sweeps.json``.
 """
 
 from __future__ import annotations
@@ -66,11 +68,14 @@ class SweepValidation:
     sweeps: list[SweepScore]
     baselines: list[dict]
     configs: list[ConfigScore] = field(default_factory=list)
+    #: published v1 -> spec-v2 (overlap scheduler) gains against the modeled ones (:func:`score_overlap_gains`)
+    overlap_gains: list[dict] = field(default_factory=list)
 
     def to_dict(self) -> dict:
         return {"kind": "validation", "dataset": self.dataset,
                 "protocol": "accept length fixed at the smallest batch of each sweep (fitted row); other rows held out; "
-                            "baselines zero-shot from presets; configs zero-shot with their measured accept length",
+                            "baselines zero-shot from presets; configs zero-shot with their measured accept length; "
+                            "overlap gains zero-shot (the overlap scheduler on against off, nothing else changed)",
                 "sweeps": [{"id": s.id, "setup": s.setup, "tau_fitted": s.tau, "skipped": s.skipped,
                             "worst_held_out_error_pct": s.worst_pct, "rows": s.rows,
                             **({"cap_scored": s.cap_reading, "cap_readings": s.readings} if s.readings else {})}
@@ -80,7 +85,8 @@ class SweepValidation:
                              "rows": c.rows, **({"tp_range": {str(k): v for k, v in c.tp_range.items()}}
                                                 if c.tp_range else {}),
                              **({"source_reports_bug": c.source_reports_bug} if c.source_reports_bug else {})}
-                            for c in self.configs]}
+                            for c in self.configs],
+                "overlap_gains": self.overlap_gains}
 
 
 def _ctx(sw: dict) -> int:
@@ -151,7 +157,7 @@ def _scorings(it: dict) -> int:
 
 MAX_SWEEPS = 1000
 MAX_ROWS = 10_000
-MAX_SCORED_ROWS = 20_000  # rows of all sweeps and configs together: each is one or two model evaluations
+MAX_SCORED_ROWS = 20_000  # rows of all sweeps, configs and overlap gains together: each is one or two model evaluations
 
 
 def check_sweeps_dataset(d: dict) -> None:
@@ -162,11 +168,14 @@ def check_sweeps_dataset(d: dict) -> None:
     if d.get("kind") != "throughput_sweeps":
         raise SpecsimError("dataset.kind", d.get("kind"), "allowed: 'throughput_sweeps' (see calibration/README.md)")
     sweeps, bases, configs = d.get("sweeps", []), d.get("baselines", []), d.get("configs", [])
+    gains = d.get("overlap_gains", [])
     total = sum(len(x["rows"]) * _scorings(x) for items in (sweeps, configs) if isinstance(items, list)
                 for x in items if isinstance(x, dict) and isinstance(x.get("rows"), list))
+    total += len(gains) if isinstance(gains, list) else 0  # each pair: one scenario, two evaluations
     if total > MAX_SCORED_ROWS:
-        raise SpecsimError("dataset.rows", total, f"rows in all sweeps and configs; allowed: at most {MAX_SCORED_ROWS}")
-    for key, items, cap in (("sweeps", sweeps, MAX_SWEEPS), ("baselines", bases, MAX_ROWS), ("configs", configs, MAX_SWEEPS)):
+        raise SpecsimError("dataset.rows", total, f"rows in all sweeps, configs and overlap gains; allowed: at most {MAX_SCORED_ROWS}")
+    for key, items, cap in (("sweeps", sweeps, MAX_SWEEPS), ("baselines", bases, MAX_ROWS), ("configs", configs, MAX_SWEEPS),
+                            ("overlap_gains", gains, MAX_ROWS)):
         if not isinstance(items, list) or len(items) > cap:
             raise SpecsimError(f"dataset.{key}", type(items).__name__ if not isinstance(items, list) else len(items),
                                f"allowed: a list of at most {cap} objects")
@@ -217,6 +226,9 @@ def check_sweeps_dataset(d: dict) -> None:
                                         or not isinstance(bug.get("quote"), str)):
                     raise SpecsimError(f"{f}.source_reports_bug", bug, "allowed: an object with a 'url' and a 'quote' (text)")
                 _check_config_rows(it, f)
+                continue
+            if key == "overlap_gains":
+                _check_overlap_gain(it, f)
                 continue
             if key == "baselines":
                 if it.get("batch") is not None:
@@ -305,6 +317,21 @@ def _check_config_rows(it: dict, f: str) -> None:
         check_number(r.get("accept_length"), f"{g}.accept_length", 1.0, float(r["steps"]) + 1)
         for k in ("baseline_tok_s", "spec_tok_s"):
             check_number(r.get(k), f"{g}.{k}", 0, 1e9, lo_open=True)
+
+
+def _check_overlap_gain(it: dict, f: str) -> None:
+    """One ``overlap_gains`` row: the speculation settings, the batch, the measured accept length (of the v1 run)
+    and both published throughputs, each in its schema range."""
+    from ..io.checks import check_int, check_number
+    from ..physics.schema import Speculation, Workload, field_range
+
+    check_int(it.get("batch"), f"{f}.batch", *field_range(Workload, "batch"))
+    for k in ("steps", "topk", "num_draft_tokens"):
+        if k != "num_draft_tokens" or it.get(k) is not None:
+            check_int(it.get(k), f"{f}.{k}", *field_range(Speculation, k))
+    check_number(it.get("accept_length"), f"{f}.accept_length", 1.0, float(it["steps"]) + 1)
+    for k in ("v1_tok_s", "v2_tok_s"):
+        check_number(it.get(k), f"{f}.{k}", 0, 1e9, lo_open=True)
 
 
 def _by_dataset(sw: dict) -> list[dict]:
@@ -432,6 +459,40 @@ def score_baselines(baselines: list[dict]) -> list[dict]:
     return out
 
 
+def score_overlap_gains(items: list[dict]) -> list[dict]:
+    """Zero-shot: each published v1 -> spec-v2 pair against the model's gain from the overlap scheduler alone (the
+    same scenario with ``overlap_scheduler`` off, then on), at the row's batch and accept length. Rows the presets
+    cannot express (a model, GPU or engine without a preset) are returned with ``skipped`` and no score."""
+    from .build import build_scenario
+    from .predict import evaluate
+    from .whatif import _edit
+
+    out = []
+    for it in items:
+        gpu, engine = _presets(it)
+        tp, topk = int(it.get("tp") or 1), int(it.get("topk") or 1)
+        row = {"id": it.get("id"), "setup": f"{it['model']} {gpu} TP{tp} {engine} steps={it['steps']} topk={topk}"
+               + (f" tokens={it['num_draft_tokens']}" if topk > 1 and it.get("num_draft_tokens") else "")
+               + f", batch {it['batch']}", "batch": int(it["batch"]), "accept_length": float(it["accept_length"]),
+               "published_gain": float(it["v2_tok_s"]) / float(it["v1_tok_s"]), "kind": "modeled vs published"}
+        try:
+            sc = build_scenario(None, model=it["model"], gpu=gpu, tp=tp, engine=engine, steps=int(it["steps"]),
+                                topk=topk, batch=int(it["batch"]), ctx=_ctx(it), accept=float(it["accept_length"]),
+                                stop_strings=bool(it.get("stop_strings", False)),
+                                **({"draft_tokens": int(it["num_draft_tokens"])}
+                                   if topk > 1 and it.get("num_draft_tokens") else {}))
+        except SpecsimError as exc:
+            out.append({**row, "skipped": f"not expressible with the presets ({exc})"})
+            continue
+        off, on = (evaluate(_edit(sc, lambda d, v=v: d["engine"].update(overlap_scheduler=v))) for v in (False, True))
+        gain = on.tok_s / off.tok_s
+        out.append({**row, "modeled_gain": gain, "error_pct": 100 * (gain / row["published_gain"] - 1),
+                    "modeled_v1_tok_s": off.tok_s, "modeled_v2_tok_s": on.tok_s,
+                    "published_v1_tok_s": float(it["v1_tok_s"]), "published_v2_tok_s": float(it["v2_tok_s"]),
+                    "skipped": None})
+    return out
+
+
 def _config_rows(group: dict, tp: int) -> list[dict]:
     """The rows of a ``configs`` group scored at ``tp``: each measured accept length in, the speedup out."""
     from .predict import predict
@@ -521,7 +582,7 @@ def validate_sweeps(dataset: str | None = None) -> SweepValidation:
         raise SpecsimError("dataset", dataset, "is not a throughput_sweeps dataset (see calibration/README.md)")
     sweeps = [score_sweep(part) for sw in d.get("sweeps", []) for part in _by_dataset(sw)]
     return SweepValidation(d.get("name", dataset or DEFAULT_DATASET), sweeps, score_baselines(d.get("baselines", [])),
-                           [score_configs(g) for g in d.get("configs", [])])
+                           [score_configs(g) for g in d.get("configs", [])], score_overlap_gains(d.get("overlap_gains", [])))
 
 
 def is_sweeps_dataset(name: str) -> bool:
@@ -603,6 +664,18 @@ CAP_HEADERS = ["running-requests cap (not stated: each reading)", f"held out to 
                f"MAPE / worst % to batch {SERVING_BATCH_MAX}", "MAPE % of all held-out rows"]
 
 
+OVERLAP_HEADERS = ["pair", "setup", "accept (measured)", "published v1 -> v2 tok/s", "published gain %", "modeled gain %",
+                   "error % (v2/v1)"]
+OVERLAP_TITLE = ("SGLang speculation on the v1 path, then with the overlap scheduler (spec v2): the published gain "
+                 "against the model's, the overlap scheduler alone switched (zero-shot, nothing fitted)")
+
+
+def _overlap_cells(g: dict) -> list:
+    return [g["id"] or "-", g["setup"], f"{g['accept_length']:.2f}",
+            f"{g['published_v1_tok_s']:,.1f} -> {g['published_v2_tok_s']:,.1f}", f"{100 * (g['published_gain'] - 1):+.1f}",
+            f"{100 * (g['modeled_gain'] - 1):+.1f}", f"{g['error_pct']:+.1f}"]
+
+
 def _row_status(r: dict) -> str:
     return "fit" if r["fitted"] else ("bug (source)" if r["reported_as_bug"] else "held out")
 
@@ -642,9 +715,14 @@ def sweeps_text(v: SweepValidation) -> str:
         note = "; its source reports these runs as a performance bug: shown, not scored" if c.source_reports_bug else ""
         parts.append(table_text(["benchmark", "batch", "steps,topk,tokens", "accept (measured)", "published x", "modeled x",
                                  "error %", ""], rows, f"{c.id}: {c.setup}, the measured accept length in{note}"))
+    gains = [g for g in v.overlap_gains if not g["skipped"]]
+    if gains:
+        parts.append(table_text(OVERLAP_HEADERS, [_overlap_cells(g) for g in gains], OVERLAP_TITLE))
     summary = held_out_summary(v)
     if summary:
         parts.append(summary)
+    if gains:
+        parts.append(f"overlap gains (zero-shot): {_mape([abs(g['error_pct']) for g in gains])}")
     if any(c.rows for c in v.configs):
         parts.append(f"configurations held out (measured accept length): {_mape(config_errors(v))}; chains "
                      f"{_mape(config_errors(v, False))}; trees (topk > 1) {_mape(config_errors(v, True))}")
@@ -662,6 +740,9 @@ def sweeps_text(v: SweepValidation) -> str:
     if skipped:
         parts.append(f"skipped {len(skipped)} sweeps the presets cannot express: " + ", ".join(s.id for s in skipped)
                      + " (--json gives each reason)")
+    skipped_g = [g for g in v.overlap_gains if g["skipped"]]
+    if skipped_g:
+        parts.append("overlap gains not scored: " + "; ".join(f"{g['id']} ({g['skipped']})" for g in skipped_g))
     return "\n\n".join(parts)
 
 
@@ -700,6 +781,10 @@ def sweeps_markdown(v: SweepValidation) -> str:
             rows.append([c.id, c.setup, _mape(ch), _mape(tr) if tr or not fitted else f"{fitted} rows fitted"])
         parts.append(table_markdown(["configurations (measured accept length)", "setup", "chains (topk 1), held out",
                                      "trees (topk > 1), held out"], rows))
+    gains = [g for g in v.overlap_gains if not g["skipped"]]
+    if gains:
+        parts.append(f"*{OVERLAP_TITLE}*\n\n" + table_markdown(OVERLAP_HEADERS, [_overlap_cells(g) for g in gains])
+                     + f"\n\nOverlap gains (zero-shot): {_mape([abs(g['error_pct']) for g in gains])}.")
     for title, rows in cap_reading_summary(v):
         parts.append(table_markdown([f"{title}: {CAP_HEADERS[0]}", *CAP_HEADERS[1:]], rows))
     ranged = [c for c in v.configs if c.tp_range]

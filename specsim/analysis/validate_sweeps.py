@@ -468,10 +468,10 @@ def score_overlap_gains(items: list[dict]) -> list[dict]:
     from .whatif import _edit
 
     out = []
-    for it in items:
+    for i, it in enumerate(items):
         gpu, engine = _presets(it)
         tp, topk = int(it.get("tp") or 1), int(it.get("topk") or 1)
-        row = {"id": it.get("id"), "setup": f"{it['model']} {gpu} TP{tp} {engine} steps={it['steps']} topk={topk}"
+        row = {"id": it.get("id") or f"overlap_gains.{i}", "setup": f"{it['model']} {gpu} TP{tp} {engine} steps={it['steps']} topk={topk}"
                + (f" tokens={it['num_draft_tokens']}" if topk > 1 and it.get("num_draft_tokens") else "")
                + f", batch {it['batch']}", "batch": int(it["batch"]), "accept_length": float(it["accept_length"]),
                "published_gain": float(it["v2_tok_s"]) / float(it["v1_tok_s"]), "kind": "modeled vs published"}
@@ -671,7 +671,7 @@ OVERLAP_TITLE = ("SGLang speculation on the v1 path, then with the overlap sched
 
 
 def _overlap_cells(g: dict) -> list:
-    return [g["id"] or "-", g["setup"], f"{g['accept_length']:.2f}",
+    return [g["id"], g["setup"], f"{g['accept_length']:.2f}",
             f"{g['published_v1_tok_s']:,.1f} -> {g['published_v2_tok_s']:,.1f}", f"{100 * (g['published_gain'] - 1):+.1f}",
             f"{100 * (g['modeled_gain'] - 1):+.1f}", f"{g['error_pct']:+.1f}"]
 

@@ -195,7 +195,7 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--runs", type=int, default=7, help="cold-start runs (median)")
     ap.add_argument("--points", type=int, default=1_000_000, help="flat random configurations")
-    ap.add_argument("--grid", type=int, default=1_000_000, help="grid sweep configurations (1e6 to 1e7)")
+    ap.add_argument("--grid", type=int, default=1_000_000, help="grid sweep configurations (1e6 to 2e6, the sweep cap)")
     args = ap.parse_args()
 
     cli_s, base_s, floor_s, pydantic_floor_s, fresh_cli_s, n_opt = cold_start(args.runs)

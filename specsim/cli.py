@@ -22,6 +22,8 @@ app = typer.Typer(
 
 MAX_RESIDUAL_ROWS = 40  # residual rows calibrate prints (a log can give one point per record)
 MAX_REPORT_ACCEPT_LENGTHS = 64  # accept lengths one report compares
+MAX_CLI_POINTS = 10_000  # calibrate --point values (a fit's residuals; ~4 s at this many on one core)
+MAX_LOGS = 100  # calibrate --from-log files
 
 
 def _mount_measure() -> None:
@@ -387,6 +389,17 @@ def calibrate(
     check_output(out, _input_files({"model": model, "profile": profile}, *from_log))  # before any work or output
     if bootstrap < 0 or bootstrap > MAX_BOOTSTRAP:
         _fail(f"bootstrap: got {bootstrap}; allowed 0 (Jacobian) or 10..{MAX_BOOTSTRAP} resamples")
+    if len(point) > MAX_CLI_POINTS:  # each is a residual of every fit iteration
+        _fail(f"point: got {len(point):,} --point values; allowed at most {MAX_CLI_POINTS:,} (more: a dataset, "
+              "specsim validate)")
+    if len(from_log) > MAX_LOGS:
+        _fail(f"from-log: got {len(from_log):,} files; allowed at most {MAX_LOGS}")
+    import os
+
+    logs = [os.path.realpath(f) for f in from_log]
+    twice = next((f for i, f in enumerate(from_log) if logs[i] in logs[:i]), None)
+    if twice is not None:  # its cycles would count twice in the fit
+        _fail(f"from-log: got {twice!r} twice; allowed: each log once")
     if batch is not None and batch < 1:
         _fail(f"batch: got {batch}; must be an integer >= 1")
     if ctx is not None and ctx < 0:
@@ -920,25 +933,47 @@ def _given_value(param, argv: list[str]) -> str | None:
 def _refuse_opposite_flags(args: list[str], cmd=None) -> None:
     """One line and exit 2 where a command is given both flags of one on/off option (``calibrate --graph --eager``):
     click would take the last of the two silently. The pairs are the click command's own (``--a/--b`` options of
-    the command ``args`` name; ``cmd`` is the click command built for them). The words are read as given: a
-    flag-like word given as another option's value counts as that flag."""
+    the command ``args`` name; ``cmd`` is the click command built for them). Words are read as click reads them: a
+    word that is another option's value (``--out --eager``) is neither a flag nor ``--help``; help shown wins."""
     from .errors import SpecsimError
 
-    given = set(args[: args.index("--")] if "--" in args else args)
+    cmd = cmd if cmd is not None else typer.main.get_command(_app_for(args))
+    cmd, given = _option_words(cmd, args)
     if "--help" in given:
         return
-    cmd = cmd if cmd is not None else typer.main.get_command(_app_for(args))
-    for word in args:  # down to the (sub)command the leading words name
-        sub = (getattr(cmd, "commands", None) or {}).get(word)  # a group's (click, or the copy typer vendors)
-        if sub is None:
-            break
-        cmd = sub
     for opt in cmd.params:
         if getattr(opt, "secondary_opts", None):
             on = next((o for o in opt.opts if o in given), None)
             off = next((o for o in opt.secondary_opts if o in given), None)
             if on and off:
                 raise SpecsimError(f"{on}/{off}", f"{on} {off}", "give one of the two (they are one option)")
+
+
+def _option_words(cmd, args: list[str]):
+    """(the (sub)command the leading words of ``args`` name, the words after it that click reads as option names):
+    an option that takes a value takes the next word (or its ``=VALUE``), which is then no option; ``--`` ends them.
+    Duck-typed: click, or the copy typer vendors."""
+    i = 0
+    while i < len(args):  # down to the (sub)command
+        sub = (getattr(cmd, "commands", None) or {}).get(args[i])
+        if sub is None:
+            break
+        cmd, i = sub, i + 1
+    takes_value = {o: not getattr(p, "is_flag", False) and getattr(p, "nargs", 0) != 0 for p in cmd.params
+                   for o in [*(getattr(p, "opts", None) or []), *(getattr(p, "secondary_opts", None) or [])]
+                   if o.startswith("-")}
+    given: set[str] = set()
+    while i < len(args):
+        word = args[i]
+        if word == "--":
+            break
+        name = word.split("=", 1)[0] if word.startswith("--") else word
+        if name in takes_value or name == "--help":
+            given.add(name)
+            if takes_value.get(name) and "=" not in word:
+                i += 1  # the value
+        i += 1
+    return cmd, given
 
 
 def _app_for(args: list[str]) -> typer.Typer:

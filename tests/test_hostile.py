@@ -1177,3 +1177,83 @@ def test_flag_pairs_are_read_per_command():
     _refuse_opposite_flags(["whatif", "graph", "--on", "--off", "--help"])  # help wins
     with pytest.raises(SpecsimError, match="--on/--off"):
         _refuse_opposite_flags(["whatif", "overlap", "--on", "--off"])
+
+
+def test_a_flag_pair_is_read_as_click_reads_the_words(run_cli, tmp_path, monkeypatch):
+    """``--help`` (or a flag) given as another option's value is that option's value: help is not shown, so the pair
+    is still refused and nothing is written; a pair word given as a value is no flag."""
+    from specsim.cli import _refuse_opposite_flags
+
+    monkeypatch.chdir(tmp_path)
+    for argv in (["scenario", "dump", "--stop-strings", "--no-stop-strings", "-o", "--help"],
+                 ["sweep", "--steps", "1-3", "--stop-strings", "--no-stop-strings", "--csv", "--help"]):
+        code, out, err = run_cli(*argv)
+        lines = [x for x in err.splitlines() if x.strip()]
+        assert code == 2 and len(lines) == 1 and "give one of the two" in lines[0], (argv, err)
+    assert not list(tmp_path.iterdir())
+    _refuse_opposite_flags(["calibrate", "--graph", "--out", "--eager"])  # a file named --eager: one flag given
+    _refuse_opposite_flags(["calibrate", "--graph", "--", "--eager"])  # after --, words are arguments
+
+
+def test_the_work_of_a_sweeps_dataset_is_bounded_by_its_cost(run_cli, tmp_path):
+    """Rows are counted by what scoring them costs: deep wide trees, TP candidates and cap readings multiply it."""
+    pair = {"model": "llama-3.1-8b", "gpu": "h100", "tp": 1, "engine": "sglang", "steps": 64, "topk": 64,
+            "num_draft_tokens": 4096, "batch": 1, "accept_length": 10, "v1_tok_s": 100, "v2_tok_s": 110}
+    row = {"benchmark": "b", "batch": 1, "steps": 3, "topk": 1, "num_draft_tokens": 4, "accept_length": 2.5,
+           "baseline_tok_s": 100.0, "spec_tok_s": 200.0}
+    group = {"model": "llama-3.1-8b", "gpu": "h100", "engine": "sglang", "tp_candidates": [1, 2, 4, 8],
+             "rows": [row] * 6000}
+    for body in ({"overlap_gains": [pair] * 50}, {"configs": [group]}):
+        f = tmp_path / "d.json"
+        f.write_text(json.dumps({"kind": "throughput_sweeps", **body}))
+        code, out, err = run_cli("validate", str(f))
+        assert code == 2 and not out and "units of work" in err and len(err.strip().splitlines()) == 1, err
+
+
+def test_calibrate_bounds_its_points_and_logs(run_cli, tmp_path, monkeypatch):
+    """Points are residuals of every fit iteration: 40,000 took 100 s; a log given twice would count twice."""
+    monkeypatch.chdir(tmp_path)
+    base = ["calibrate", "--model", "llama-3.1-8b", "--gpu", "h100", "--tp", "1", "-o", "out.json"]
+    pts = [w for i in range(10_001) for w in ("--point", f"{1 + i % 64}=7.6")]
+    assert "10,000" in _one_line_exit_2(run_cli, *base, *pts, field="point")
+    log = tmp_path / "a.jsonl"
+    log.write_text("{}\n")
+    _one_line_exit_2(run_cli, *base, "--from-log", str(log), "--from-log", "./a.jsonl", field="from-log")
+    assert "baseline-tok-s" in _one_line_exit_2(run_cli, *base, "--point", "4=7.6", "--baseline-tok-s", "1e300",
+                                                field="baseline-tok-s")
+    assert not (tmp_path / "out.json").exists()
+
+
+def test_a_range_is_refused_with_its_own_count(run_cli):
+    line = _one_line_exit_2(run_cli, "sweep", "--accept", "1:2:0.00001", field="accept")
+    assert "100,001 values" in line
+
+
+def test_names_from_user_files_stay_in_their_cell(run_json, run_cli, tmp_path):
+    """A dataset id with a newline, NUL, escape sequence or bidi override is printed escaped, one row a line."""
+    evil = "\u202e\x1b[31mevil\nline\x00"
+    row = {"id": evil, "model": "llama-3.1-8b", "gpu": "h200", "tp": 1, "engine": "sglang", "steps": 3, "topk": 1,
+           "batch": 1, "accept_length": 2.5, "v1_tok_s": 200.0, "v2_tok_s": 220.0}
+    f = tmp_path / "d.json"
+    f.write_text(json.dumps({"kind": "throughput_sweeps", "overlap_gains": [row]}))
+    for fmt in ("text", "md"):
+        code, out, _ = run_cli("validate", str(f), "--format", fmt)
+        assert code == 0 and "\x00" not in out and "\x1b" not in out and "\u202e" not in out
+        assert any("evil\\nline\\x00" in x for x in out.splitlines())
+    assert run_json("validate", str(f))["overlap_gains"][0]["id"] == evil  # JSON keeps the data as it is
+
+
+def test_a_published_throughput_is_a_physical_one(run_cli, tmp_path):
+    """tok/s below 1e-3 made the v2/v1 gain overflow to inf (shown as null with error -100 %)."""
+    row = {"model": "llama-3.1-8b", "gpu": "h200", "tp": 1, "engine": "sglang", "steps": 3, "topk": 1, "batch": 1,
+           "accept_length": 2.5, "v1_tok_s": 1e-300, "v2_tok_s": 1e9}
+    f = tmp_path / "d.json"
+    f.write_text(json.dumps({"kind": "throughput_sweeps", "overlap_gains": [row]}))
+    _one_line_exit_2(run_cli, "validate", str(f), field="overlap_gains.0.v1_tok_s")
+
+
+def test_accept_rates_past_the_steps_are_said(run_cli):
+    code, out, err = run_cli("predict", "--steps", "2", "--accept-rates", "0.5,0.5,0.5,0.5,0.5")
+    assert code == 0 and "5 rates given for 2 draft steps" in " ".join((out + err).split())
+    code, out, err = run_cli("predict", "--steps", "2", "--accept-rates", "0.5,0.5")
+    assert code == 0 and "rates given" not in out + err

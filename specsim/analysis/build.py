@@ -481,6 +481,9 @@ def _apply_run_overrides(data: dict, notes: list[str], fresh_acceptance: bool, m
         if not accept_rates or any(not (0.0 <= r <= 1.0) for r in accept_rates):
             raise SpecsimError("accept-rates", accept_rates, "each rate must be in [0, 1]")
         data["acceptance"] = {"rates": list(accept_rates), "source": "user --accept-rates"}
+        if len(accept_rates) > st:
+            notes.append(f"accept-rates: {len(accept_rates)} rates given for {st} draft steps: positions {st + 1}-"
+                         f"{len(accept_rates)} count only where more steps are drafted (best steps, sweeps)")
     elif old.get("accept_length") is not None and st != old_spec["steps"]:
         # tau is tied to the steps it was measured at: carry the implied profile instead
         from ..physics.acceptance import rates_for

@@ -23,7 +23,8 @@ from ..physics.rules import draft_tokens_for
 from .build import build_scenario, check_tp
 
 MAX_STEPS = 64  # = the schema's Speculation.steps upper bound (checked in tests)
-MAX_SWEEP_POINTS = 10_000_000  # configurations in one sweep (~100 bytes of columns each)
+MAX_SWEEP_POINTS = 2_000_000  # configurations in one sweep: ~100 bytes of result columns each, and as much again
+#                               of temporaries per (steps, topk, draft_tokens) grid (~0.4 GB at the cap; 10M took 2 GB)
 MAX_SWEEP_COMBOS = 2_000  # (steps, topk, draft_tokens) combinations: each one evaluates the whole grid
 AXES = ("accept", "tp", "batch", "ctx", "gpu", "allreduce_scale")
 COLUMNS = ("steps", "topk", "draft_tokens", "accept_length", "tp", "batch", "ctx", "gpu", "allreduce_scale",
@@ -285,7 +286,8 @@ def sweep(
     columns = {c: np.empty(len(combos) * n_grid, dtype=dtypes.get(c, float)) for c in COLUMNS}  # written in place
     grids = np.meshgrid(np.arange(full[0]), np.asarray(tps, float), np.asarray(batch or [sc.workload.batch], float),
                         np.asarray(ctx or [sc.workload.ctx], float), np.arange(full[4]),
-                        np.asarray(allreduce_scale or [sc.parallel.allreduce_scale], float), indexing="ij")
+                        np.asarray(allreduce_scale or [sc.parallel.allreduce_scale], float), indexing="ij",
+                        sparse=True)  # broadcast views: each column is written from its axis, no full grids
     # memory fit (weights + KV cache per rank against each GPU's HBM): the rule predict warns with
     from ..physics.cost import weight_bytes_per_rank
     from .predict import fits_memory, kv_bytes_per_rank

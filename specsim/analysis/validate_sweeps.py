@@ -156,6 +156,7 @@ def _scorings(it: dict) -> int:
 
 
 MAX_SWEEPS = 1000
+TOK_S_RANGE = (1e-3, 1e9)  # a published throughput: tok/s, inclusive (a ratio of two stays finite)
 MAX_ROWS = 10_000
 MAX_SCORED_ROWS = 20_000  # rows of all sweeps, configs and overlap gains together: each is one or two model evaluations
 
@@ -234,7 +235,7 @@ def check_sweeps_dataset(d: dict) -> None:
                 if it.get("batch") is not None:
                     check_int(it["batch"], f"{f}.batch", *field_range(Workload, "batch"))
                 if it.get("tok_s") is not None:
-                    check_number(it["tok_s"], f"{f}.tok_s", 0, 1e9, lo_open=True)
+                    check_number(it["tok_s"], f"{f}.tok_s", *TOK_S_RANGE)
                 continue
             for k in ("steps", "topk", "num_draft_tokens"):  # steps unknown (None): the sweep is skipped, said so
                 if it.get(k) is not None:
@@ -243,6 +244,38 @@ def check_sweeps_dataset(d: dict) -> None:
                 check_int(r.get("batch"), f"{f}.rows.{j}.batch", *field_range(Workload, "batch"))
                 if r.get("speedup") is not None:
                     check_number(r["speedup"], f"{f}.rows.{j}.speedup", 0, 1e4, lo_open=True)
+    work = _work_units(sweeps, configs, gains, bases)
+    if work > MAX_WORK_UNITS:
+        raise SpecsimError("dataset", f"{work:,.0f} units of work", f"the model evaluations its scoring takes (a chain "
+                           f"row scored once: 1; a tree of S steps x topk K: 1 + S K^2 / 1000; each fit of an accept "
+                           f"length: {FIT_UNITS}); allowed at most {MAX_WORK_UNITS:,}")
+
+
+MAX_WORK_UNITS = 20_000  # ~1.5 ms each on one core: a dataset is scored in about half a minute at the most (the
+#                          shipped published_batch_sweeps: ~1,800)
+FIT_UNITS = 5  # a sweep's accept-length fit (a root-finder) costs about five evaluations
+
+
+def _eval_units(steps, topk) -> float:
+    """One evaluation of a row in chain evaluations: a tree's acceptance and operators grow with steps x topk^2 (timed
+    on one core: ~1 ms for a chain, 21 ms at 8 steps x topk 64, 250 ms at 64 x 64)."""
+    return 1.0 + int(steps or 1) * int(topk or 1) ** 2 / 1000.0
+
+
+def _work_units(sweeps: list, configs: list, gains: list, bases: list) -> float:
+    """What scoring a checked dataset costs, in chain evaluations: every sweep part (one per dataset of its rows) is
+    fitted and its rows scored once and again under each cap reading; a configs group's rows at its TP or at each
+    distinct TP candidate; an overlap pair twice; a baseline once."""
+    work = float(len(bases))
+    for sw in sweeps:
+        if sw.get("steps") is None:
+            continue  # skipped, said so: nothing is evaluated
+        parts = len({r.get("dataset") for r in sw.get("rows", [])}) or 1
+        work += _scorings(sw) * (parts * FIT_UNITS + len(sw.get("rows", [])) * _eval_units(sw["steps"], sw.get("topk")))
+    for g in configs:
+        tps = 1 if g.get("tp") else len(set(g.get("tp_candidates") or []))
+        work += tps * sum(_eval_units(r["steps"], r["topk"]) for r in g.get("rows", []))
+    return work + sum(2 * _eval_units(g["steps"], g.get("topk")) for g in gains)
 
 
 MAX_DATASET_LENGTHS = 1000
@@ -316,7 +349,7 @@ def _check_config_rows(it: dict, f: str) -> None:
             check_int(r.get(k), f"{g}.{k}", *field_range(Speculation, k))
         check_number(r.get("accept_length"), f"{g}.accept_length", 1.0, float(r["steps"]) + 1)
         for k in ("baseline_tok_s", "spec_tok_s"):
-            check_number(r.get(k), f"{g}.{k}", 0, 1e9, lo_open=True)
+            check_number(r.get(k), f"{g}.{k}", *TOK_S_RANGE)
 
 
 def _check_overlap_gain(it: dict, f: str) -> None:
@@ -331,7 +364,7 @@ def _check_overlap_gain(it: dict, f: str) -> None:
             check_int(it.get(k), f"{f}.{k}", *field_range(Speculation, k))
     check_number(it.get("accept_length"), f"{f}.accept_length", 1.0, float(it["steps"]) + 1)
     for k in ("v1_tok_s", "v2_tok_s"):
-        check_number(it.get(k), f"{f}.{k}", 0, 1e9, lo_open=True)
+        check_number(it.get(k), f"{f}.{k}", *TOK_S_RANGE)
 
 
 def _by_dataset(sw: dict) -> list[dict]:
@@ -546,7 +579,7 @@ def score_configs(group: dict) -> ConfigScore:
         return ConfigScore(gid, setup, rows, source_reports_bug=bug_text)
     out = ConfigScore(gid, setup, skipped=f"TP not recorded: {group.get('tp_note') or 'no tp field'}",
                       source_reports_bug=bug_text)
-    cands = group.get("tp_candidates") or []
+    cands = list(dict.fromkeys(group.get("tp_candidates") or []))  # a TP given twice is scored once
     if cands:
         out.tp_range = {}
         for t in cands:
@@ -760,8 +793,9 @@ def sweeps_markdown(v: SweepValidation) -> str:
                           for r in s.rows)
         worst = max((abs(r["error_pct"]) for r in held), default=float("nan"))
         rows.append([s.id, s.setup, f"{s.tau:.2f}", cells, f"{worst:.1f}"])
-    parts.append(table_markdown(["sweep", "setup", "tau (fitted at smallest batch)",
-                                 "batch: published / modeled speedup (error)", "worst held-out %"], rows))
+    if rows:
+        parts.append(table_markdown(["sweep", "setup", "tau (fitted at smallest batch)",
+                                     "batch: published / modeled speedup (error)", "worst held-out %"], rows))
     if v.baselines:
         parts.append(table_markdown(["batch-1 baseline (zero-shot)", "published tok/s", "modeled tok/s", "error %"],
                                     [[b["setup"], b["published_tok_s"], b["predicted_tok_s"], b["error_pct"]] for b in v.baselines]))

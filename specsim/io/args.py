@@ -122,10 +122,11 @@ def parse_float_ranges(text: str, field: str, *, max_values: int = MAX_LIST_VALU
             if not step > 0 or b < a:
                 raise SpecsimError(field, part, "need START:STOP:STEP with STOP >= START and STEP > 0")
             span = (b - a) / step
-            if not math.isfinite(span) or span + 1 > max_values:
-                n = "too many" if not math.isfinite(span) or span > 1e15 else f"{int(span) + 1:,}"
-                raise SpecsimError(field, part, f"{n} values; allowed at most {max_values:,} per flag")
-            n = int(math.floor(span + 1e-9)) + 1
+            if not math.isfinite(span) or span > 1e15:
+                raise SpecsimError(field, part, f"too many values; allowed at most {max_values:,} per flag")
+            n = int(math.floor(span + 1e-9)) + 1  # the values the range gives, as they are made below
+            if n > max_values:
+                raise SpecsimError(field, part, f"{n:,} values; allowed at most {max_values:,} per flag")
             if n > 1 and a + (n - 1) * step == a:
                 raise SpecsimError(field, part, "STEP is too small to change START; give a larger step")
         else:

@@ -33,7 +33,7 @@ def table_text(headers: Sequence[str], rows: Sequence[Sequence[object]], title: 
     if wrap_last:
         widths[-1] = room
     line = "  ".join("-" * w for w in widths)
-    out = [fit_width(title, max_width)] if title else []
+    out = [fit_width("\n".join(map(printable, title.split("\n"))), max_width)] if title else []
     for i, r in enumerate(cells):
         parts = textwrap.wrap(r[-1], room) if wrap_last and len(r[-1]) > room else [r[-1]]
         parts = parts or [""]
@@ -62,9 +62,17 @@ def fit_width(text: str, width: int = MAX_WIDTH) -> str:
     return "\n".join(out)
 
 
+def printable(text: str) -> str:
+    """``text`` with every character a terminal or a Markdown table would act on (newlines, NUL, escape sequences,
+    bidi overrides: not ``str.isprintable``) written as its Python escape: names from user files stay one cell."""
+    if text.isprintable():
+        return text
+    return "".join(ch if ch.isprintable() else ascii(ch)[1:-1] for ch in text)
+
+
 def _md_cell(c: object) -> object:
     if isinstance(c, str):
-        return c.replace("|", "\\|").replace("\n", " ")
+        return printable(c.replace("\n", " ")).replace("|", "\\|")
     return c
 
 
@@ -103,7 +111,7 @@ def _fmt(x: object) -> str:
         if x in (float("inf"), float("-inf")):
             return "inf" if x > 0 else "-inf"
         return f"{x:,.3f}" if abs(x) < 10 else f"{x:,.1f}" if abs(x) < 1e5 else f"{x:,.0f}"
-    return str(x)
+    return printable(str(x))
 
 
 def pct(x: float) -> str:

@@ -413,6 +413,7 @@ def calibrate(
         sc = apply_profile(sc, profile)
     cycles: list[dict] = []
     ingest_note = ""
+    baseline_from = "baseline-tok-s"
     if from_log:
         from .io.ingest import ingest_files
 
@@ -422,6 +423,7 @@ def calibrate(
             if c.get("baseline"):
                 if baseline_tok_s is None and c.get("tok_s"):
                     baseline_tok_s = float(c["tok_s"]) / max(float(c.get("batch") or 1), 1.0) * sc.workload.batch
+                    baseline_from = "from-log"
             elif c.get("cycle_ms") and c.get("accept_length") and c.get("steps"):
                 cycles.append(c)
         rates = res.acceptance_rates()
@@ -439,7 +441,8 @@ def calibrate(
                        f"skipped, {ingest_idle} idle/warm-up decode line(s) dropped")
     if bootstrap < 0:
         _fail(f"bootstrap: got {bootstrap}; must be 0 (Jacobian) or >= 10 resamples")
-    result = fit(sc, pts, baseline_tok_s=baseline_tok_s, cycles=cycles, bootstrap=bootstrap)
+    result = fit(sc, pts, baseline_tok_s=baseline_tok_s, cycles=cycles, bootstrap=bootstrap,
+                 fields={"verify": "point", "baseline": baseline_from, "cycle": "from-log"})
     text = result.scenario.model_dump_json(indent=1) + "\n"
     if as_json:
         _emit(result.to_dict())

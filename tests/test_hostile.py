@@ -1203,7 +1203,9 @@ def test_the_work_of_a_sweeps_dataset_is_bounded_by_its_cost(run_cli, tmp_path):
            "baseline_tok_s": 100.0, "spec_tok_s": 200.0}
     group = {"model": "llama-3.1-8b", "gpu": "h100", "engine": "sglang", "tp_candidates": [1, 2, 4, 8],
              "rows": [row] * 6000}
-    for body in ({"overlap_gains": [pair] * 50}, {"configs": [group]}):
+    sweep = {"model": "llama-3.1-8b", "gpu": "h100", "tp": 1, "engine": "sglang", "steps": 64, "topk": 64,
+             "num_draft_tokens": 4096, "rows": [{"batch": 1, "speedup": 0.5}, {"batch": 2, "speedup": 0.5}]}
+    for body in ({"overlap_gains": [pair] * 50}, {"configs": [group]}, {"sweeps": [sweep] * 37}):
         f = tmp_path / "d.json"
         f.write_text(json.dumps({"kind": "throughput_sweeps", **body}))
         code, out, err = run_cli("validate", str(f))
@@ -1221,6 +1223,10 @@ def test_calibrate_bounds_its_points_and_logs(run_cli, tmp_path, monkeypatch):
     _one_line_exit_2(run_cli, *base, "--from-log", str(log), "--from-log", "./a.jsonl", field="from-log")
     assert "baseline-tok-s" in _one_line_exit_2(run_cli, *base, "--point", "4=7.6", "--baseline-tok-s", "1e300",
                                                 field="baseline-tok-s")
+    d = tmp_path / "kb.json"  # the same measurement in a dataset is named by its field, not by calibrate's flag
+    d.write_text(json.dumps({"model": "llama-3.1-8b", "gpu": "h100", "tp": 1, "baseline_tok_s": 1e8,
+                             "points": [{"tokens": 3, "ms": 7.0}, {"tokens": 6, "ms": 7.5}]}))
+    _one_line_exit_2(run_cli, "validate", str(d), field="dataset.baseline_tok_s")
     assert not (tmp_path / "out.json").exists()
 
 
@@ -1230,16 +1236,26 @@ def test_a_range_is_refused_with_its_own_count(run_cli):
 
 
 def test_names_from_user_files_stay_in_their_cell(run_json, run_cli, tmp_path):
-    """A dataset id with a newline, NUL, escape sequence or bidi override is printed escaped, one row a line."""
+    """A name with a newline, NUL, escape sequence or bidi override is printed escaped wherever it is shown: a
+    table cell, a table title, a not-scored line (a scored pair, a configs group, a skipped pair and sweep)."""
     evil = "\u202e\x1b[31mevil\nline\x00"
     row = {"id": evil, "model": "llama-3.1-8b", "gpu": "h200", "tp": 1, "engine": "sglang", "steps": 3, "topk": 1,
            "batch": 1, "accept_length": 2.5, "v1_tok_s": 200.0, "v2_tok_s": 220.0}
+    cfg = {"benchmark": "b", "batch": 1, "steps": 3, "topk": 1, "num_draft_tokens": 4, "accept_length": 2.5,
+           "baseline_tok_s": 100.0, "spec_tok_s": 200.0}
     f = tmp_path / "d.json"
-    f.write_text(json.dumps({"kind": "throughput_sweeps", "overlap_gains": [row]}))
+    f.write_text(json.dumps({"kind": "throughput_sweeps", "overlap_gains": [row, {**row, "model": evil}],
+                             "configs": [{"id": evil, "model": "llama-3.1-8b", "gpu": "h200", "tp": 1,
+                                          "engine": "sglang", "rows": [cfg]},
+                                         {"id": evil, "model": evil, "gpu": "h200", "tp": 1, "engine": "sglang",
+                                          "rows": [cfg]}],
+                             "sweeps": [{"id": evil, "model": "llama-3.1-8b", "gpu": "h200", "engine": "sglang",
+                                         "rows": [{"batch": 1, "speedup": 1.5}]}]}))
     for fmt in ("text", "md"):
         code, out, _ = run_cli("validate", str(f), "--format", fmt)
-        assert code == 0 and "\x00" not in out and "\x1b" not in out and "\u202e" not in out
-        assert any("evil\\nline\\x00" in x for x in out.splitlines())
+        assert code == 0 and "\x00" not in out and "\x1b" not in out and "\u202e" not in out, out
+        assert not any(x.startswith("line") for x in out.splitlines()), out  # no name broke its line
+        assert sum("evil\\nline\\x00" in x for x in out.splitlines()) >= (4 if fmt == "text" else 3), out
     assert run_json("validate", str(f))["overlap_gains"][0]["id"] == evil  # JSON keeps the data as it is
 
 

@@ -30,11 +30,11 @@ def test_a_gain_is_the_overlap_scheduler_alone():
     assert g["published_gain"] == pytest.approx(1.2) and g["error_pct"] == pytest.approx(100 * (g["modeled_gain"] / 1.2 - 1))
 
 
-@pytest.mark.parametrize("batch", [1, 8, 64])
-def test_the_modeled_gain_grows_with_the_host_work_it_hides(batch):
-    """More requests, more per-request host work in a v1 cycle: the gain at 64 requests is larger than at one."""
-    one, this = score_overlap_gains([{**ROW, "batch": 1}, {**ROW, "batch": batch}])
-    assert 1.0 < one["modeled_gain"] <= this["modeled_gain"] + 1e-12
+def test_the_modeled_gain_grows_with_the_host_work_it_hides():
+    """More requests, more per-request host work in a v1 cycle: the gain grows with the batch (1.14 -> 1.42 from
+    one request to 64 here)."""
+    gains = [g["modeled_gain"] for g in score_overlap_gains([{**ROW, "batch": b} for b in (1, 8, 64)])]
+    assert 1.0 < gains[0] < gains[1] < gains[2]
 
 
 def test_a_row_the_presets_cannot_express_is_skipped_and_said():
@@ -48,7 +48,10 @@ def test_a_row_the_presets_cannot_express_is_skipped_and_said():
                                        ({"v2_tok_s": float("nan")}, "overlap_gains.0.v2_tok_s"),
                                        ({"steps": 0}, "overlap_gains.0.steps"),
                                        ({"batch": True}, "overlap_gains.0.batch"),
-                                       ({"model": 3}, "overlap_gains.0.model")])
+                                       ({"model": 3}, "overlap_gains.0.model"),
+                                       ({"engine": "vllm"}, "overlap_gains.0.engine"),
+                                       ({"requests": 5}, "overlap_gains.0.requests"),
+                                       ({"max_running_requests": 1}, "overlap_gains.0.max_running_requests")])
 def test_hostile_overlap_rows_are_one_line(run_cli, tmp_path, bad, field):
     f = tmp_path / "d.json"
     f.write_text(json.dumps({"kind": "throughput_sweeps", "overlap_gains": [{**ROW, **bad}]}))

@@ -298,8 +298,12 @@ def fit(
     names: list[str] | None = None,
     bootstrap: int = 0,
     progress: bool | None = None,
+    fields: dict[str, str] | None = None,
 ) -> CalibrationResult:
     """Fit the scenario's physical parameters to verify points, a baseline and cycle times.
+
+    ``fields`` names, for error lines, where each kind of measurement came from (``verify``, ``baseline``,
+    ``cycle``: the caller's flag or dataset field; default ``point``, ``baseline_tok_s``, ``cycle``).
 
     The covariance comes from the Jacobian at the optimum; with ``bootstrap=N`` it comes instead
     from N refits to measurements redrawn within their 2 % noise and priors redrawn within their
@@ -425,8 +429,9 @@ def fit(
     ]
     worst = max(residuals, key=lambda r: abs(r["error_pct"]), default=None)
     if worst is not None and abs(worst["error_pct"]) > MAX_RESIDUAL_PCT:
-        raise SpecsimError(  # named by the flag the measurement came from
-            {"baseline": "baseline-tok-s", "cycle": "from-log"}.get(worst["kind"], "point"), f"{worst['what']} = {worst['ms']:g} ms",
+        raise SpecsimError(  # named by where the measurement came from
+            {"verify": "point", "baseline": "baseline_tok_s", "cycle": "cycle", **(fields or {})}[worst["kind"]],
+            f"{worst['what']} = {worst['ms']:g} ms",
             f"the physics cannot reach it (best fit {worst['model_ms']:.3g} ms, {_pct(worst['error_pct'])}): "
             "check the units (milliseconds), the model, GPU, TP and --graph/--eager",
         )
@@ -651,7 +656,8 @@ def validate(path: str, fit_tokens: list[int] | None = None) -> Validation:
     if not chosen:
         raise SpecsimError("fit", fit_tokens, f"no dataset point at batch {b0}, ctx {c0} has these token counts; "
                                               f"available: {sorted({pt.tokens for pt in pts})}")
-    res = fit(sc, chosen, baseline_tok_s=d.get("baseline_tok_s"))
+    res = fit(sc, chosen, baseline_tok_s=d.get("baseline_tok_s"),
+              fields={"verify": "dataset.points", "baseline": "dataset.baseline_tok_s"})
     rows = _scored_rows(scenario_params(res.scenario), pts, b0, c0, in_fit)
     eager_rows = []
     if eager_pts:  # the same forwards launched eagerly: the fitted numbers on the eager path, nothing refitted

@@ -229,7 +229,7 @@ def check_sweeps_dataset(d: dict) -> None:
                 _check_config_rows(it, f)
                 continue
             if key == "overlap_gains":
-                _check_overlap_gain(it, f)
+                _check_overlap_gain(it, f, _presets(it)[1])
                 continue
             if key == "baselines":
                 if it.get("batch") is not None:
@@ -247,13 +247,13 @@ def check_sweeps_dataset(d: dict) -> None:
     work = _work_units(sweeps, configs, gains, bases)
     if work > MAX_WORK_UNITS:
         raise SpecsimError("dataset", f"{work:,.0f} units of work", f"the model evaluations its scoring takes (a chain "
-                           f"row scored once: 1; a tree of S steps x topk K: 1 + S K^2 / 1000; each fit of an accept "
-                           f"length: {FIT_UNITS}); allowed at most {MAX_WORK_UNITS:,}")
+                           f"row scored once: 1; a tree of S steps x topk K: 1 + S K^2 / 1000; a sweep's accept-length "
+                           f"fit: {FIT_EVALS} of its evaluations); allowed at most {MAX_WORK_UNITS:,}")
 
 
 MAX_WORK_UNITS = 20_000  # ~1.5 ms each on one core: a dataset is scored in about half a minute at the most (the
-#                          shipped published_batch_sweeps: ~1,800)
-FIT_UNITS = 5  # a sweep's accept-length fit (a root-finder) costs about five evaluations
+#                          shipped published_batch_sweeps: ~3,100 units, 2.6 s)
+FIT_EVALS = 14  # a sweep part's accept-length fit: two endpoints and brentq at xtol 1e-6 (8-13 evaluations counted)
 
 
 def _eval_units(steps, topk) -> float:
@@ -271,7 +271,7 @@ def _work_units(sweeps: list, configs: list, gains: list, bases: list) -> float:
         if sw.get("steps") is None:
             continue  # skipped, said so: nothing is evaluated
         parts = len({r.get("dataset") for r in sw.get("rows", [])}) or 1
-        work += _scorings(sw) * (parts * FIT_UNITS + len(sw.get("rows", [])) * _eval_units(sw["steps"], sw.get("topk")))
+        work += _scorings(sw) * (parts * FIT_EVALS + len(sw.get("rows", []))) * _eval_units(sw["steps"], sw.get("topk"))
     for g in configs:
         tps = 1 if g.get("tp") else len(set(g.get("tp_candidates") or []))
         work += tps * sum(_eval_units(r["steps"], r["topk"]) for r in g.get("rows", []))
@@ -352,11 +352,25 @@ def _check_config_rows(it: dict, f: str) -> None:
             check_number(r.get(k), f"{g}.{k}", *TOK_S_RANGE)
 
 
-def _check_overlap_gain(it: dict, f: str) -> None:
-    """One ``overlap_gains`` row: the speculation settings, the batch, the measured accept length (of the v1 run)
-    and both published throughputs, each in its schema range."""
+OVERLAP_ENGINES = ("sglang", "sglang-v2")  # the engines whose v1 and spec-v2 paths the pairs compare
+OVERLAP_IGNORED = ("requests", "max_running_requests", "static_batch")  # a pair is one steady-state batch
+
+
+def _check_overlap_gain(it: dict, f: str, engine: str) -> None:
+    """One ``overlap_gains`` row: an SGLang engine preset, the speculation settings, the batch, the measured accept
+    length (of the v1 run) and both published throughputs, each in its schema range; no run or cap fields (the
+    pair is scored as one steady-state batch, so they would be ignored)."""
     from ..io.checks import check_int, check_number
+    from ..io.presets import preset_key
     from ..physics.schema import Speculation, Workload, field_range
+
+    if preset_key("engines", engine) not in OVERLAP_ENGINES:
+        raise SpecsimError(f"{f}.engine", engine, f"allowed: an SGLang engine preset ({', '.join(OVERLAP_ENGINES)}): "
+                           "the pairs compare SGLang's v1 speculative path with spec v2")
+    for k in OVERLAP_IGNORED:
+        if it.get(k) is not None:
+            raise SpecsimError(f"{f}.{k}", it[k], "allowed only on sweeps and configs: an overlap pair is scored as "
+                               "one steady-state batch")
 
     check_int(it.get("batch"), f"{f}.batch", *field_range(Workload, "batch"))
     for k in ("steps", "topk", "num_draft_tokens"):
@@ -498,12 +512,12 @@ def score_overlap_gains(items: list[dict]) -> list[dict]:
     cannot express (a model, GPU or engine without a preset) are returned with ``skipped`` and no score."""
     from .build import build_scenario
     from .predict import evaluate
-    from .whatif import _edit
+    from .whatif import edit_scenario
 
     out = []
     for i, it in enumerate(items):
         gpu, engine = _presets(it)
-        tp, topk = int(it.get("tp") or 1), int(it.get("topk") or 1)
+        tp, topk = int(it.get("tp") or 1), int(it["topk"])
         row = {"id": it.get("id") or f"overlap_gains.{i}", "setup": f"{it['model']} {gpu} TP{tp} {engine} steps={it['steps']} topk={topk}"
                + (f" tokens={it['num_draft_tokens']}" if topk > 1 and it.get("num_draft_tokens") else "")
                + f", batch {it['batch']}", "batch": int(it["batch"]), "accept_length": float(it["accept_length"]),
@@ -517,7 +531,7 @@ def score_overlap_gains(items: list[dict]) -> list[dict]:
         except SpecsimError as exc:
             out.append({**row, "skipped": f"not expressible with the presets ({exc})"})
             continue
-        off, on = (evaluate(_edit(sc, lambda d, v=v: d["engine"].update(overlap_scheduler=v))) for v in (False, True))
+        off, on = (evaluate(edit_scenario(sc, lambda d, v=v: d["engine"].update(overlap_scheduler=v))) for v in (False, True))
         gain = on.tok_s / off.tok_s
         out.append({**row, "modeled_gain": gain, "error_pct": 100 * (gain / row["published_gain"] - 1),
                     "modeled_v1_tok_s": off.tok_s, "modeled_v2_tok_s": on.tok_s,
@@ -697,6 +711,7 @@ CAP_HEADERS = ["running-requests cap (not stated: each reading)", f"held out to 
                f"MAPE / worst % to batch {SERVING_BATCH_MAX}", "MAPE % of all held-out rows"]
 
 
+OVERLAP_SKIPPED = "overlap gains not scored: "
 OVERLAP_HEADERS = ["pair", "setup", "accept (measured)", "published v1 -> v2 tok/s", "published gain %", "modeled gain %",
                    "error % (v2/v1)"]
 OVERLAP_TITLE = ("SGLang speculation on the v1 path, then with the overlap scheduler (spec v2): the published gain "
@@ -724,7 +739,7 @@ def _mape(errs: list[float]) -> str:
 
 def sweeps_text(v: SweepValidation) -> str:
     """Text tables: each sweep's rows (fitted row marked) and the zero-shot baselines."""
-    from ..output.render import table_text
+    from ..output.render import printable, table_text
 
     parts = []
     for s in v.sweeps:
@@ -733,7 +748,7 @@ def sweeps_text(v: SweepValidation) -> str:
         rows = [[r["batch"], r["published_speedup"], r["predicted_speedup"], r["error_pct"], "fit" if r["fitted"] else "held out"]
                 for r in s.rows]
         parts.append(table_text(["batch", "published x", "modeled x", "error %", ""], rows,
-                                f"{s.id}: {s.setup}, tau fitted at the smallest batch = {s.tau:.2f}"))
+                                printable(f"{s.id}: {s.setup}, tau fitted at the smallest batch = {s.tau:.2f}")))
     skipped = [s for s in v.sweeps if s.skipped]
     if v.baselines:
         rows = [[b["setup"], b["published_tok_s"], b["predicted_tok_s"], b["error_pct"]] for b in v.baselines]
@@ -747,7 +762,7 @@ def sweeps_text(v: SweepValidation) -> str:
                 for r in c.rows]
         note = "; its source reports these runs as a performance bug: shown, not scored" if c.source_reports_bug else ""
         parts.append(table_text(["benchmark", "batch", "steps,topk,tokens", "accept (measured)", "published x", "modeled x",
-                                 "error %", ""], rows, f"{c.id}: {c.setup}, the measured accept length in{note}"))
+                                 "error %", ""], rows, printable(f"{c.id}: {c.setup}, the measured accept length in{note}")))
     gains = [g for g in v.overlap_gains if not g["skipped"]]
     if gains:
         parts.append(table_text(OVERLAP_HEADERS, [_overlap_cells(g) for g in gains], OVERLAP_TITLE))
@@ -761,21 +776,21 @@ def sweeps_text(v: SweepValidation) -> str:
                      f"{_mape(config_errors(v, False))}; trees (topk > 1) {_mape(config_errors(v, True))}")
     skipped_c = [c for c in v.configs if c.skipped]
     if skipped_c:
-        parts.append("configuration groups not scored: " + "; ".join(f"{c.id} ({c.skipped})" for c in skipped_c))
+        parts.append(printable("configuration groups not scored: " + "; ".join(f"{c.id} ({c.skipped})" for c in skipped_c)))
     ranged = [c for c in v.configs if c.tp_range]
     if ranged:
         parts.append(table_text(["group (TP not recorded)", "at each TP that fits: MAPE / worst %"],
                                 [[c.id, _tp_range_text(c)] for c in ranged],
                                 "sensitivity only, not counted as held-out scores"))
     for title, rows in cap_reading_summary(v):
-        parts.append(table_text(CAP_HEADERS, rows, f"{title}: the running-requests cap is not stated; the scored reading, "
+        parts.append(table_text(CAP_HEADERS, rows, f"{printable(title)}: the running-requests cap is not stated; the scored reading, "
                                 "then the others as a sensitivity, not scores (--json: each series)"))
     if skipped:
-        parts.append(f"skipped {len(skipped)} sweeps the presets cannot express: " + ", ".join(s.id for s in skipped)
+        parts.append(f"skipped {len(skipped)} sweeps the presets cannot express: " + printable(", ".join(s.id for s in skipped))
                      + " (--json gives each reason)")
     skipped_g = [g for g in v.overlap_gains if g["skipped"]]
     if skipped_g:
-        parts.append("overlap gains not scored: " + "; ".join(f"{g['id']} ({g['skipped']})" for g in skipped_g))
+        parts.append(printable(OVERLAP_SKIPPED + "; ".join(f"{g['id']} ({g['skipped']})" for g in skipped_g)))
     return "\n\n".join(parts)
 
 
@@ -819,6 +834,9 @@ def sweeps_markdown(v: SweepValidation) -> str:
     if gains:
         parts.append(f"*{OVERLAP_TITLE}*\n\n" + table_markdown(OVERLAP_HEADERS, [_overlap_cells(g) for g in gains])
                      + f"\n\nOverlap gains (zero-shot): {_mape([abs(g['error_pct']) for g in gains])}.")
+    skipped_g = [g for g in v.overlap_gains if g["skipped"]]
+    if skipped_g:
+        parts.append(table_markdown(["overlap pair not scored", "why"], [[g["id"], g["skipped"]] for g in skipped_g]))
     for title, rows in cap_reading_summary(v):
         parts.append(table_markdown([f"{title}: {CAP_HEADERS[0]}", *CAP_HEADERS[1:]], rows))
     ranged = [c for c in v.configs if c.tp_range]

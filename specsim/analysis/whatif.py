@@ -109,7 +109,8 @@ def compare(before: Scenario, after: Scenario, lever: str, change: str) -> WhatI
     return WhatIf(lever, change, evaluate(before), evaluate(after), bs, as_, bt, at)
 
 
-def _edit(sc: Scenario, fn) -> Scenario:
+def edit_scenario(sc: Scenario, fn) -> Scenario:
+    """``sc`` with ``fn`` applied to its plain data, validated again (the after side of a lever)."""
     data = sc.model_dump()
     fn(data)
     return scenario_from_dict(data, "scenario")
@@ -135,11 +136,11 @@ def whatif_allreduce(scenario=None, *, scale: float | None = None, impl: str | N
         if not lo <= cur * scale <= hi:
             raise SpecsimError("scale", scale, f"allowed: {lo / cur:g} to {hi / cur:g} (the scenario's all-reduce scale, "
                                                f"x{cur:g}, times it must stay within {lo:g} to {hi:g})")
-        after = _edit(before, lambda d: d["parallel"].update(allreduce_scale=d["parallel"]["allreduce_scale"] * scale))
+        after = edit_scenario(before, lambda d: d["parallel"].update(allreduce_scale=d["parallel"]["allreduce_scale"] * scale))
         change = f"all-reduce latency x{scale:g}"
     elif impl is not None:
         ar = get_allreduce(impl).model_dump()
-        after = _edit(before, lambda d: d["parallel"].update(allreduce=ar, allreduce_eager=None))
+        after = edit_scenario(before, lambda d: d["parallel"].update(allreduce=ar, allreduce_eager=None))
         change = f"all-reduce implementation -> {ar['name']}"
     else:
         if not (math.isfinite(alpha_us) and alpha_us >= 0):
@@ -151,7 +152,7 @@ def whatif_allreduce(scenario=None, *, scale: float | None = None, impl: str | N
                 while ar:  # every implementation of the path's chain (one-shot, two-shot, NCCL past the limits)
                     ar["alpha_us"] = {**ar["alpha_us"], tp: alpha_us}
                     ar = ar.get("fallback")
-        after = _edit(before, set_alpha)
+        after = edit_scenario(before, set_alpha)
         change = f"all-reduce alpha -> {alpha_us:g} us at TP{tp} (every implementation messages of any size take)"
     return compare(before, after, "allreduce", change)
 
@@ -195,7 +196,7 @@ def whatif_quant(scenario=None, *, dtype: str, target: str | None = None, **over
         d["target"]["dtypes"].update({k: dtype for k in keys})
         d["target"]["name"] = dtype_tagged_name(d["target"]["name"], tag)
 
-    after = _edit(before, quantise)
+    after = edit_scenario(before, quantise)
     return compare(before, after, "quant", f"{target} weights -> {dtype}")
 
 
@@ -203,13 +204,13 @@ def whatif_graph(scenario=None, *, phase: str, on: bool, **overrides) -> WhatIf:
     if phase not in PHASE_FIELDS:
         raise SpecsimError("phase", phase, f"choose one of: {', '.join(PHASE_FIELDS)}")
     before = build_scenario(scenario, **overrides)
-    after = _edit(before, lambda d: d["engine"].update({PHASE_FIELDS[phase]: on}))
+    after = edit_scenario(before, lambda d: d["engine"].update({PHASE_FIELDS[phase]: on}))
     return compare(before, after, "graph", f"CUDA graph for {phase} {'on' if on else 'off'}")
 
 
 def whatif_overlap(scenario=None, *, on: bool, **overrides) -> WhatIf:
     before = build_scenario(scenario, **overrides)
-    after = _edit(before, lambda d: d["engine"].update(overlap_scheduler=on))
+    after = edit_scenario(before, lambda d: d["engine"].update(overlap_scheduler=on))
     return compare(before, after, "overlap", f"overlap scheduler (spec cycles) {'on' if on else 'off'}")
 
 

@@ -72,7 +72,7 @@ def printable(text: str) -> str:
 
 def _md_cell(c: object) -> object:
     if isinstance(c, str):
-        return printable(c.replace("\n", " ")).replace("|", "\\|")
+        return printable(c).replace("|", "\\|")
     return c
 
 

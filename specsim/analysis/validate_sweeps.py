@@ -251,7 +251,7 @@ def check_sweeps_dataset(d: dict) -> None:
                            f"fit: {FIT_EVALS} of its evaluations); allowed at most {MAX_WORK_UNITS:,}")
 
 
-MAX_WORK_UNITS = 20_000  # ~1.5 ms each on one core: a dataset is scored in about half a minute at the most (the
+MAX_WORK_UNITS = 20_000  # ~1 ms each on one core: a dataset is scored in about 20 s at the most (the
 #                          shipped published_batch_sweeps: ~3,100 units, 2.6 s)
 FIT_EVALS = 14  # a sweep part's accept-length fit: two endpoints and brentq at xtol 1e-6 (8-13 evaluations counted)
 

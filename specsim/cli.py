@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
 from enum import Enum
 from pathlib import Path
@@ -394,8 +395,6 @@ def calibrate(
               "specsim validate)")
     if len(from_log) > MAX_LOGS:
         _fail(f"from-log: got {len(from_log):,} files; allowed at most {MAX_LOGS}")
-    import os
-
     logs = [os.path.realpath(f) for f in from_log]
     twice = next((f for i, f in enumerate(from_log) if logs[i] in logs[:i]), None)
     if twice is not None:  # its cycles would count twice in the fit

@@ -10,6 +10,7 @@ a parameter whose posterior width is close to its prior width is reported as not
 from __future__ import annotations
 
 import copy
+import itertools
 import math
 import re
 from dataclasses import dataclass, field
@@ -106,19 +107,14 @@ def check_monotone(points: list[Point]) -> None:
         groups.setdefault((pt.batch, pt.ctx), []).append(pt)
     bad = []
     for grp in groups.values():  # each point against the slowest point of fewer tokens: one pass over the sorted group
-        grp = sorted(grp, key=lambda q: q.tokens)
         slowest = None  # of the points with fewer tokens than the current run of equal ones
-        i = 0
-        while i < len(grp) and len(bad) < 4:
-            j = i
-            while j < len(grp) and grp[j].tokens == grp[i].tokens:
-                b = grp[j]
-                if slowest is not None and b.ms < slowest.ms * (1 - MONOTONE_TOLERANCE):
-                    bad.append(f"{b.tokens}={b.ms:g} < {slowest.tokens}={slowest.ms:g}")
-                j += 1
-            top = max(grp[i:j], key=lambda q: q.ms)
+        for _, run in itertools.groupby(sorted(grp, key=lambda q: q.tokens), key=lambda q: q.tokens):
+            run = list(run)
+            if slowest is not None:
+                bad += [f"{b.tokens}={b.ms:g} < {slowest.tokens}={slowest.ms:g}" for b in run
+                        if b.ms < slowest.ms * (1 - MONOTONE_TOLERANCE)]
+            top = max(run, key=lambda q: q.ms)
             slowest = top if slowest is None or top.ms > slowest.ms else slowest
-            i = j
     if bad:
         raise SpecsimError("point", "; ".join(bad[:3]) + (" ..." if len(bad) > 3 else ""),
                            f"time falls as tokens grow by more than {MONOTONE_TOLERANCE:.0%} of noise: more tokens cannot "

@@ -371,9 +371,8 @@ def _check_overlap_gain(it: dict, f: str, engine: str) -> None:
         if it.get(k) is not None:
             raise SpecsimError(f"{f}.{k}", it[k], "allowed only on sweeps and configs: an overlap pair is scored as "
                                "one steady-state batch")
-
     check_int(it.get("batch"), f"{f}.batch", *field_range(Workload, "batch"))
-    for k in ("steps", "topk", "num_draft_tokens"):
+    for k in ("steps", "topk", "num_draft_tokens"):  # num_draft_tokens optional: derived from steps and topk
         if k != "num_draft_tokens" or it.get(k) is not None:
             check_int(it.get(k), f"{f}.{k}", *field_range(Speculation, k))
     check_number(it.get("accept_length"), f"{f}.accept_length", 1.0, float(it["steps"]) + 1)
@@ -748,7 +747,7 @@ def sweeps_text(v: SweepValidation) -> str:
         rows = [[r["batch"], r["published_speedup"], r["predicted_speedup"], r["error_pct"], "fit" if r["fitted"] else "held out"]
                 for r in s.rows]
         parts.append(table_text(["batch", "published x", "modeled x", "error %", ""], rows,
-                                printable(f"{s.id}: {s.setup}, tau fitted at the smallest batch = {s.tau:.2f}")))
+                                f"{s.id}: {s.setup}, tau fitted at the smallest batch = {s.tau:.2f}"))
     skipped = [s for s in v.sweeps if s.skipped]
     if v.baselines:
         rows = [[b["setup"], b["published_tok_s"], b["predicted_tok_s"], b["error_pct"]] for b in v.baselines]
@@ -762,7 +761,7 @@ def sweeps_text(v: SweepValidation) -> str:
                 for r in c.rows]
         note = "; its source reports these runs as a performance bug: shown, not scored" if c.source_reports_bug else ""
         parts.append(table_text(["benchmark", "batch", "steps,topk,tokens", "accept (measured)", "published x", "modeled x",
-                                 "error %", ""], rows, printable(f"{c.id}: {c.setup}, the measured accept length in{note}")))
+                                 "error %", ""], rows, f"{c.id}: {c.setup}, the measured accept length in{note}"))
     gains = [g for g in v.overlap_gains if not g["skipped"]]
     if gains:
         parts.append(table_text(OVERLAP_HEADERS, [_overlap_cells(g) for g in gains], OVERLAP_TITLE))
@@ -783,7 +782,7 @@ def sweeps_text(v: SweepValidation) -> str:
                                 [[c.id, _tp_range_text(c)] for c in ranged],
                                 "sensitivity only, not counted as held-out scores"))
     for title, rows in cap_reading_summary(v):
-        parts.append(table_text(CAP_HEADERS, rows, f"{printable(title)}: the running-requests cap is not stated; the scored reading, "
+        parts.append(table_text(CAP_HEADERS, rows, f"{title}: the running-requests cap is not stated; the scored reading, "
                                 "then the others as a sensitivity, not scores (--json: each series)"))
     if skipped:
         parts.append(f"skipped {len(skipped)} sweeps the presets cannot express: " + printable(", ".join(s.id for s in skipped))

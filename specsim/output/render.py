@@ -33,7 +33,7 @@ def table_text(headers: Sequence[str], rows: Sequence[Sequence[object]], title: 
     if wrap_last:
         widths[-1] = room
     line = "  ".join("-" * w for w in widths)
-    out = [fit_width("\n".join(map(printable, title.split("\n"))), max_width)] if title else []
+    out = [fit_width(printable(title), max_width)] if title else []  # one line: a name from a file cannot break it
     for i, r in enumerate(cells):
         parts = textwrap.wrap(r[-1], room) if wrap_last and len(r[-1]) > room else [r[-1]]
         parts = parts or [""]

@@ -878,3 +878,26 @@ def test_logits_are_gathered_in_bf16_by_nccl():
     rows_bytes = 16 * 4 * 128256 * 2.0
     assert op.bytes == rows_bytes
     assert op.fixed_us == pytest.approx(allgather_us(rows_bytes, 4, nccl.alpha_at(4), nccl.bus_at(4)))
+
+
+TREE = {"id": "t", "model": "qwen3-8b", "gpu": "h100", "engine": "sglang", "steps": 3, "topk": 4,
+        "rows": [{"batch": 1, "speedup": 1.6}, {"batch": 16, "speedup": 1.2}]}
+
+
+def test_a_tree_without_its_verify_width_gets_the_rule_predict_uses():
+    """Sweeps, configs and overlap pairs map to the model through one function: a tree whose source omits
+    ``num_draft_tokens`` is scored at the width ``predict`` derives (steps x topk + 1 = 13 here), not skipped, and
+    the same as stating that width; another width scores differently."""
+    from specsim.physics.rules import draft_tokens_for
+
+    derived = score_sweep(TREE)
+    stated = score_sweep({**TREE, "num_draft_tokens": draft_tokens_for(3, 4)})
+    other = score_sweep({**TREE, "num_draft_tokens": 6})
+    assert derived.skipped is None and draft_tokens_for(3, 4) == 13
+    assert [r["predicted_speedup"] for r in derived.rows] == [r["predicted_speedup"] for r in stated.rows]
+    assert derived.tau == stated.tau != other.tau
+
+
+def test_a_sweep_without_steps_is_listed_with_why():
+    s = score_sweep({**TREE, "steps": None})
+    assert s.skipped is not None and "steps" in s.skipped and "does not state" in s.skipped and not s.rows

@@ -104,12 +104,21 @@ def _presets(it: dict) -> tuple[str, str]:
     return it.get("gpu_preset") or it["gpu"], it.get("engine_preset") or it["engine"]
 
 
-def _predict_kw(sw: dict) -> dict:
-    gpu, engine = _presets(sw)
-    return dict(model=sw["model"], gpu=gpu, tp=int(sw.get("tp") or 1), engine=engine,
-                steps=int(sw["steps"]), topk=int(sw.get("topk") or 1), ctx=_ctx(sw),
-                stop_strings=bool(sw.get("stop_strings", False)),
-                **({"draft_tokens": int(sw["num_draft_tokens"])} if (sw.get("topk") or 1) > 1 else {}))
+def _scenario_kw(it: dict, spec: dict | None = None) -> dict:
+    """The one mapping from a dataset item (sweep, configs group or overlap pair) to the model's keyword arguments:
+    presets, TP, context, stop strings and the speculation settings, read from ``spec`` (a configs row) or the item
+    itself. A tree's verify width is the stated ``num_draft_tokens``, else the engine rule's default for its steps and
+    topk (:func:`~specsim.physics.rules.draft_tokens_for`, as ``predict`` derives it); a chain's is steps + 1. Settings
+    the source does not state raise a :class:`SpecsimError` naming them, so the item is listed as not scored."""
+    gpu, engine = _presets(it)
+    spec = it if spec is None else spec
+    if spec.get("steps") is None:
+        raise SpecsimError(f"{it.get('id', '?')}.steps", None, "the source does not state the draft steps")
+    topk = int(spec.get("topk") or 1)
+    tokens = spec.get("num_draft_tokens")
+    return dict(model=it["model"], gpu=gpu, tp=int(it.get("tp") or 1), engine=engine,
+                steps=int(spec["steps"]), topk=topk, ctx=_ctx(it), stop_strings=bool(it.get("stop_strings", False)),
+                **({"draft_tokens": int(tokens)} if topk > 1 and tokens is not None else {}))
 
 
 def _running_cap(it: dict, batch: int) -> dict:
@@ -406,7 +415,7 @@ def score_sweep(sw: dict) -> SweepScore:
     try:
         gpu, engine = _presets(sw)
         get_model(sw["model"]), get_gpu(gpu), get_engine(engine)
-        kw = _predict_kw(sw)
+        kw = _scenario_kw(sw)
     except (SpecsimError, KeyError, TypeError, ValueError) as exc:
         return SweepScore(sid, str(sw.get("model")), None, skipped=f"not expressible with the presets ({exc})")
     rows = sorted((r for r in sw.get("rows", []) if r.get("speedup") and r.get("batch")), key=lambda r: r["batch"])
@@ -515,18 +524,13 @@ def score_overlap_gains(items: list[dict]) -> list[dict]:
 
     out = []
     for i, it in enumerate(items):
-        gpu, engine = _presets(it)
-        tp, topk = int(it.get("tp") or 1), int(it["topk"])
-        row = {"id": it.get("id") or f"overlap_gains.{i}", "setup": f"{it['model']} {gpu} TP{tp} {engine} steps={it['steps']} topk={topk}"
-               + (f" tokens={it['num_draft_tokens']}" if topk > 1 and it.get("num_draft_tokens") else "")
+        kw = _scenario_kw(it)  # steps, topk and the rest were checked at the boundary
+        row = {"id": it.get("id") or f"overlap_gains.{i}", "setup": f"{it['model']} {kw['gpu']} TP{kw['tp']} {kw['engine']} "
+               f"steps={kw['steps']} topk={kw['topk']}" + (f" tokens={kw['draft_tokens']}" if "draft_tokens" in kw else "")
                + f", batch {it['batch']}", "batch": int(it["batch"]), "accept_length": float(it["accept_length"]),
                "published_gain": float(it["v2_tok_s"]) / float(it["v1_tok_s"]), "kind": "modeled vs published"}
         try:
-            sc = build_scenario(None, model=it["model"], gpu=gpu, tp=tp, engine=engine, steps=int(it["steps"]),
-                                topk=topk, batch=int(it["batch"]), ctx=_ctx(it), accept=float(it["accept_length"]),
-                                stop_strings=bool(it.get("stop_strings", False)),
-                                **({"draft_tokens": int(it["num_draft_tokens"])}
-                                   if topk > 1 and it.get("num_draft_tokens") else {}))
+            sc = build_scenario(None, batch=int(it["batch"]), accept=float(it["accept_length"]), **kw)
         except SpecsimError as exc:
             out.append({**row, "skipped": f"not expressible with the presets ({exc})"})
             continue
@@ -544,16 +548,13 @@ def _config_rows(group: dict, tp: int) -> list[dict]:
     from .predict import predict
     from .run import predict_run
 
-    (gpu, engine), requests = _presets(group), group.get("requests")
-    ctx = int(group.get("ctx") or DEFAULT_CTX)
+    requests = group.get("requests")
     fit = group.get("fit") if isinstance(group.get("fit"), dict) else {}
     fitted_trees = fit.get("rows") == "trees"  # those rows set an engine parameter: not held out
     out = []
     for r in group.get("rows", []):
-        kw = dict(model=group["model"], gpu=gpu, tp=tp, engine=engine, steps=int(r["steps"]), topk=int(r["topk"]),
-                  batch=int(r["batch"]), ctx=ctx, accept=float(r["accept_length"]),
-                  stop_strings=bool(group.get("stop_strings", False)), **_running_cap(group, int(r["batch"])),
-                  **({"draft_tokens": int(r["num_draft_tokens"])} if int(r["topk"]) > 1 else {}))
+        kw = {**_scenario_kw(group, r), "tp": tp, "batch": int(r["batch"]), "accept": float(r["accept_length"]),
+              **_running_cap(group, int(r["batch"]))}
         x = (predict_run(int(requests), **kw) if requests else predict(**kw)).speedup
         pub = float(r["spec_tok_s"]) / float(r["baseline_tok_s"])
         out.append({"benchmark": r.get("benchmark"), "batch": int(r["batch"]), "steps": int(r["steps"]),

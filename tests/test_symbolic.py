@@ -130,3 +130,22 @@ def test_explain_rejects_unknown_format_and_to_dict_is_json() -> None:
     json.dumps(d, allow_nan=False)
     assert d["values"]["break_even_accept_length"] == pytest.approx(forms().values["break_even_accept_length"])
     assert set(d["elasticities"]) == set(CYCLE_COMPONENTS) | {"tau"}
+
+
+EAGER = {"model": "llama-3.1-8b", "gpu": "h200", "tp": 1, "engine": "hf-transformers", "steps": 3}
+REPLAYED = {"model": "llama-3.1-8b", "gpu": "h200", "tp": 1, "engine": "sglang", "steps": 3}
+
+
+@pytest.mark.parametrize("fmt", ["markdown", "latex", "text"])
+def test_an_eager_verify_says_its_elasticities_hold_the_launch_queue_fixed(fmt: str) -> None:
+    """The wait explain reports is the breakdown's eager_launch_wait row, and every format says it is held fixed; a
+    verify replayed from a graph has none and no note."""
+    from specsim.analysis.predict import operator_table
+
+    e, r = forms(**EAGER).values, forms(**REPLAYED).values
+    rows = operator_table(4, **EAGER).rows
+    assert e["verify_eager_launch_wait_ms"] == pytest.approx(next(x["ms"] for x in rows if x["name"] == "eager_launch_wait"))
+    assert e["verify_eager_launch_wait_ms"] > 0.05 * e["T_cycle_ms"] and r["verify_eager_launch_wait_ms"] == 0.0
+    eager, replayed = explain(fmt=fmt, **EAGER), explain(fmt=fmt, **REPLAYED)
+    assert "launch-queue wait" in eager and f"{e['verify_eager_launch_wait_ms']:.3f} ms" in eager
+    assert "launch-queue wait" not in replayed

@@ -180,6 +180,29 @@ class Explanation:
         return _render(self, "markdown")
 
 
+def verify_eager_wait_ms(sc) -> float:
+    """The verify forward's launch-queue wait (ms): what an eager share adds while the host issues kernels slower than
+    the GPU runs them (the ``eager_launch_wait`` row of ``verify --breakdown``; 0 for a replayed graph)."""
+    from .predict import operator_table
+
+    t = operator_table(int(sc.speculation.num_draft_tokens), sc)
+    return sum(r["ms"] for r in t.rows if r["name"] == "eager_launch_wait")
+
+
+QUEUE_NOTE_SHARE = 0.005  # the launch-queue wait is said beside the elasticities past this share of the cycle
+
+
+def queue_note(v: dict) -> str | None:
+    """A line under the elasticities where the verify's launch-queue wait is held fixed in them (an eager forward)."""
+    w = v.get("verify_eager_launch_wait_ms", 0.0)
+    if not w > QUEUE_NOTE_SHARE * v["T_cycle_ms"]:
+        return None
+    return (f"note: the verify runs eagerly: 'graph replay / kernel launch' holds {w:.3f} ms of launch-queue wait (the "
+            f"host issuing kernels while the GPU runs them); the elasticities hold that wait fixed, but it grows back as "
+            f"the GPU side shrinks, so a GPU component's elasticity is an upper bound (the nearer zero, the closer the "
+            f"host's issue time is to the GPU's)")
+
+
 def closed_forms(scenario=None, **overrides) -> Explanation:
     """Break-even accept length, optimal-steps condition and elasticities for a scenario."""
     import sympy as sp
@@ -228,6 +251,7 @@ def closed_forms(scenario=None, **overrides) -> Explanation:
     T_cyc, Td, tau_v, hh = num["T_cycle_ms"], num["T_d_ms"], num["tau"], num["host_per_token_ms"]
     ratio = num["batch"] / num["batch_baseline"]  # speculative over plain running requests (1 unless a cap binds)
     values = {
+        "verify_eager_launch_wait_ms": verify_eager_wait_ms(sc),
         "steps": float(num["steps"]), "accept_length": tau_v, "batch": float(num["batch"]),
         "batch_baseline": float(num["batch_baseline"]),
         "T_cycle_ms": T_cyc, "T_d_ms": Td, "T_fixed_ms": num["T_fixed_ms"], "t_step_ms": num["t_step_ms"],
@@ -349,16 +373,19 @@ def _render(e: Explanation, fmt: str) -> str:
             out += [title, f"  {sym}", f"  {sub}", ""]
         out.append("elasticities d ln(tok/s) / d ln(x)     sympy  finite-diff")
         out += [f"  {_LABELS[c]:<34} {s:+.4f}  {f:+.4f}" for c, s, f in lines_el]
+        out += [f"  {note}"] if (note := queue_note(v)) else []
         return "\n".join(out)
     if fmt == "latex":
         out = [f"% {e.scenario}: closed forms (modeled, steps={k})", "\\begin{align*}"]
         out += [f"{sym.replace(' = ', ' &= ', 1)} \\\\  % {sub}" for _, sym, _, sub in items]
         out += ["\\epsilon_{\\mathrm{" + c.replace("_", "\\_") + f"}}}} &= {s:+.4f} \\\\" for c, s, _ in lines_el]
         out.append("\\end{align*}")
+        out += [f"% {note}"] if (note := queue_note(v)) else []
         return "\n".join(out)
     out = [f"### {e.scenario}: closed forms of the speculative cycle (modeled, steps={k})", ""]
     for title, sym, _, sub in items:
         out += [f"**{title}**", "", f"$${sym}$$", "", f"`{sub}`", ""]
     out += ["| x | elasticity (sympy) | finite difference |", "|---|---:|---:|"]
     out += [f"| {_LABELS[c]} | {s:+.4f} | {f:+.4f} |" for c, s, f in lines_el]
+    out += ["", f"*{note}*"] if (note := queue_note(v)) else []
     return "\n".join(out)

@@ -61,6 +61,7 @@ class ReportData:
     whatif_error: str | None = None
     elasticities: dict[str, float] | None = None
     elasticities_error: str | None = None
+    elasticities_note: str | None = None  # the launch-queue wait they hold fixed, where the verify runs eagerly
     training_target_samples: float = 1.4e6
     measured_mismatch: str = ""  # why recorded measurements are not compared ("" = they are)
 
@@ -142,6 +143,10 @@ def collect_report(
     if elasticities is not None:
         try:
             data.elasticities = {str(k): float(v) for k, v in elasticities(scenario=sc).items()}
+            from ..analysis.symbolic import queue_note, verify_eager_wait_ms
+
+            data.elasticities_note = queue_note({"verify_eager_launch_wait_ms": verify_eager_wait_ms(sc),
+                                                 "T_cycle_ms": float(pred.cycle_ms)})
         except SpecsimError as exc:
             data.elasticities_error = _unavailable(exc, "specsim.analysis.symbolic")
     return data
@@ -615,6 +620,8 @@ def _section_notes(d: ReportData) -> dict[str, str]:
             notes[SECTIONS[4][1]] += f" Warning: {w}."
     if not d.elasticities:
         notes[SECTIONS[5][1]] += f" ({d.elasticities_error or 'not available: no elasticities'})"
+    elif d.elasticities_note:
+        notes[SECTIONS[5][1]] += " " + d.elasticities_note[0].upper() + d.elasticities_note[1:] + "."
     return notes
 
 

@@ -920,16 +920,17 @@ def report(
     typer.echo(f"wrote {out} ({used})", err=True)
 
 
-def _given_value(param, argv: list[str]) -> str | None:
-    """The text the user gave for a click option (``--opt VALUE`` or ``--opt=VALUE``), for error lines."""
+def _given_value(param, argv: list[str], cmd=None) -> str | None:
+    """The text the user gave for a click option (``--opt VALUE`` or ``--opt=VALUE``; the last one, which click
+    keeps), for error lines; read as click reads the words (:func:`_option_words`)."""
     opts = list(getattr(param, "opts", None) or []) + list(getattr(param, "secondary_opts", None) or [])
-    for i, tok in enumerate(argv):
-        for o in opts:
-            if tok == o and i + 1 < len(argv):
-                return argv[i + 1]
-            if tok.startswith(o + "="):
-                return tok[len(o) + 1:]
-    return None
+    if not opts:
+        return None
+    try:
+        _, given = _option_words(cmd if cmd is not None else typer.main.get_command(_app_for(argv)), argv)
+    except Exception:  # noqa: BLE001 - only an error line is being worded; never fail it
+        return None
+    return max(((pos, v) for o in opts for pos, v in given.get(o, []) if v is not None), default=(0, None))[1]
 
 
 def _refuse_opposite_flags(args: list[str], cmd=None) -> None:
@@ -952,9 +953,10 @@ def _refuse_opposite_flags(args: list[str], cmd=None) -> None:
 
 
 def _option_words(cmd, args: list[str]):
-    """(the (sub)command the leading words of ``args`` name, the words after it that click reads as option names):
-    an option that takes a value takes the next word (or its ``=VALUE``), which is then no option; ``--`` ends them.
-    Duck-typed: click, or the copy typer vendors."""
+    """(the (sub)command the leading words of ``args`` name, {option name: [(word index, its value or None for a
+    flag), ...]} of the words after it that click reads as option names): an option that takes a value takes the
+    next word (or its ``=VALUE``), which is then no option; ``--`` ends them. Duck-typed: click, or the copy typer
+    vendors."""
     i = 0
     while i < len(args):  # down to the (sub)command
         sub = (getattr(cmd, "commands", None) or {}).get(args[i])
@@ -964,16 +966,21 @@ def _option_words(cmd, args: list[str]):
     takes_value = {o: not getattr(p, "is_flag", False) and getattr(p, "nargs", 0) != 0 for p in cmd.params
                    for o in [*(getattr(p, "opts", None) or []), *(getattr(p, "secondary_opts", None) or [])]
                    if o.startswith("-")}
-    given: set[str] = set()
+    given: dict[str, list[tuple[int, str | None]]] = {}
     while i < len(args):
         word = args[i]
         if word == "--":
             break
         name = word.split("=", 1)[0] if word.startswith("--") else word
         if name in takes_value or name == "--help":
-            given.add(name)
-            if takes_value.get(name) and "=" not in word:
-                i += 1  # the value
+            value = None
+            if takes_value.get(name):
+                if "=" in word:
+                    value = word.split("=", 1)[1]
+                elif i + 1 < len(args):
+                    value = args[i + 1]
+                    i += 1  # the value
+            given.setdefault(name, []).append((i, value))
         i += 1
     return cmd, given
 
@@ -1004,10 +1011,10 @@ def main(argv: list[str] | None = None) -> None:
     from .errors import SpecsimError, from_validation_error, one_line, short_repr
     from .io.args import click_message_to_field
 
+    args, cmd = sys.argv[1:] if argv is None else list(argv), None
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", RuntimeWarning)  # numpy warnings are not output; errors say what failed
-            args = sys.argv[1:] if argv is None else list(argv)
             cmd = typer.main.get_command(_app_for(args))  # what calling the typer app builds, built once
             _refuse_opposite_flags(args, cmd)
             rv = cmd.main(args=args, standalone_mode=False, prog_name="specsim")
@@ -1029,7 +1036,7 @@ def main(argv: list[str] | None = None) -> None:
     except Exception as exc:  # click usage errors (vendored by typer) and bad files: one line, exit 2
         if hasattr(exc, "format_message"):
             msg = click_message_to_field(one_line(exc.format_message()))
-            given = _given_value(getattr(exc, "param", None), sys.argv[1:] if argv is None else argv)
+            given = _given_value(getattr(exc, "param", None), args, cmd)
             if msg and given is not None and ": got " not in msg and ": " in msg:  # name the value the user gave
                 field, why = msg.split(": ", 1)
                 msg = f"{field}: got {short_repr(given)}; {why.removeprefix('Value error, ')}"

@@ -596,7 +596,10 @@ def test_a_dataset_point_context_has_the_dataset_range(run_cli, tmp_path):
 
 
 @pytest.mark.parametrize("args,value", [(("predict", "--accept", "abc"), "'abc'"), (("predict", "--accept=zz"), "'zz'"),
-                                        (("predict", "--format", "xml"), "'xml'")])
+                                        (("predict", "--format", "xml"), "'xml'"),
+                                        # the value click kept (the last), not the first; a value that is an option's name
+                                        (("predict", "--accept", "2.1", "--accept=zz"), "'zz'"),
+                                        (("predict", "--format", "--accept", "--accept", "q"), "'--accept'")])
 def test_a_flag_that_does_not_parse_names_the_value_given(run_cli, args, value):
     """typer's own coercion messages carry no value ("Input should be a valid number"); the line names it."""
     line = _one_line_exit_2(run_cli, *args, field=args[1].lstrip("-").split("=")[0])

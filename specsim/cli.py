@@ -853,6 +853,28 @@ def whatif_running_cap_cmd(
     _show_whatif(whatif_running_cap(scenario, to=to, **kw), as_json, fmt)
 
 
+@whatif_app.command("routing")
+@deployment_options()
+def whatif_routing_cmd(
+    locality: float | None = typer.Option(None, "--locality", help="rho in [0, 1]: each request's k verify tokens "
+                                          "read the experts of 1 + rho (k - 1) independent tokens (required; the "
+                                          "presets' prior is 1, public counts on real text give 0.44-0.8)"),
+    fmt: Fmt = FmtOpt,
+    as_json: bool = JsonOpt,
+    deploy: dict | None = None,
+) -> None:
+    """Routing locality of a MoE's verify tokens (fewer distinct experts per verify).
+
+    Example: specsim whatif routing --model qwen3-30b-a3b --gpu h200 --tp 1 --batch 8 --locality 0.55
+    """
+    from .analysis.whatif import whatif_routing
+
+    if locality is None:
+        _fail("locality: give --locality RHO, a number in [0, 1]")
+    scenario, kw = _split_scenario(deploy or {})
+    _show_whatif(whatif_routing(scenario, locality=locality, **kw), as_json, fmt)
+
+
 class ExplainFmt(str, Enum):
     markdown = "markdown"
     md = "md"

@@ -1,7 +1,8 @@
 """What-if analysis for the engineering levers: before/after side by side, with deltas.
 
 Levers: all-reduce latency (scale, implementation or alpha), GPU swap, TP size, quantisation of
-the routed experts (or attention), CUDA-graph capture per phase, overlap scheduler. Each
+the routed experts (or attention), CUDA-graph capture per phase, overlap scheduler, the running-requests cap,
+the routing locality of a MoE's verify tokens. Each
 comparison reports the scenario's step count and the best step count before and after.
 """
 
@@ -224,6 +225,20 @@ def whatif_running_cap(scenario=None, *, to: int, **overrides) -> WhatIf:
     return compare(before, after, "running-cap", f"requests run at once: {was if was else 'no cap'} -> {to}")
 
 
+def whatif_routing(scenario=None, *, locality: float, **overrides) -> WhatIf:
+    """A MoE's verify tokens routed with locality ``locality`` (rho, ``target.moe.routing_locality``): each request's
+    k verify tokens read the distinct experts of 1 + rho (k - 1) independent tokens instead of k (rho = 1)."""
+    from ..io.checks import check_number
+
+    rho = check_number(locality, "locality", 0.0, 1.0)
+    before = build_scenario(scenario, **overrides)
+    if before.target.moe is None:
+        raise SpecsimError("locality", locality, f"{before.target.name} has no routed experts; allowed: a MoE model")
+    was = before.target.moe.routing_locality
+    after = edit_scenario(before, lambda d: d["target"]["moe"].update(routing_locality=rho))
+    return compare(before, after, "routing", f"routing locality of the verify tokens rho {was:g} -> {rho:g}")
+
+
 def seed_nccl_tuning() -> WhatIf:
     """The founding case's lever: untuned -> tuned NCCL (both built-in scenarios)."""
     before = build_scenario("kimi-k2.5-seed-untuned")
@@ -232,4 +247,4 @@ def seed_nccl_tuning() -> WhatIf:
 
 
 __all__ = ["WhatIf", "compare", "whatif_allreduce", "whatif_gpu", "whatif_tp", "whatif_quant", "whatif_graph",
-           "whatif_overlap", "whatif_running_cap", "seed_nccl_tuning"]
+           "whatif_overlap", "whatif_running_cap", "whatif_routing", "seed_nccl_tuning"]

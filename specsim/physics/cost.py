@@ -458,18 +458,21 @@ def evaluate_ops(p: Params, ops: list[Op], graph, keep_rows: bool = False) -> di
 
 
 def target_forward_ms(p: Params, tokens_per_request, batch=None, ctx=None, graph=None, multi_token=None,
-                      routed_tokens=None, keep_rows: bool = False, verify: bool = False, last_logits: bool = False) -> dict:
+                      routed_tokens=None, keep_rows: bool = False, verify: bool = False, last_logits: bool = False,
+                      independent_tokens=None) -> dict:
     """Target forward over batch x tokens_per_request new tokens on one TP rank, by component (ms).
 
     ``multi_token`` selects the verify/extend kernels (extra kernels per layer, logits for every
     row); by default it is on for tokens_per_request > 1, the 1-token decode path otherwise.
     ``routed_tokens`` (default: all of them) are the tokens that pick distinct experts: padding
-    rows of a graph replay run the dense GEMMs but route to the same few experts. ``verify``: a speculative
+    rows of a graph replay run the dense GEMMs but route to the same few experts; ``independent_tokens`` (default:
+    ``routed_tokens``) is how many independent tokens their distinct experts are those of in a fused kernel (fewer
+    where a request's tokens reuse experts: ``target.moe.routing_locality``). ``verify``: a speculative
     verify (an engine may batch-expand it); ``last_logits``: logits for each request's last token only (prefill).
     """
     graph = p["graph_verify"] if graph is None else graph
     return _forward(lambda: target_ops(p, tokens_per_request, batch, ctx, graph, multi_token, routed_tokens, verify,
-                                       last_logits), p, graph, keep_rows)
+                                       last_logits, independent_tokens), p, graph, keep_rows)
 
 
 def draft_forward_ms(p: Params, tokens_per_request, batch=None, ctx=None, graph=None, fuse=False,

@@ -108,9 +108,12 @@ def verify_breakdown(p: Params, num_draft_tokens=None, batch=None, ctx=None, kee
     ndt = p["num_draft_tokens"] if num_draft_tokens is None else num_draft_tokens
     b, g = graph_batch(p, p["batch"] if batch is None else batch, p["graph_verify"])
     w, g = graph_width(p, b, ndt, g)
-    real = _num(p["batch"] if batch is None else batch) * _num(ndt)
+    requests = _num(p["batch"] if batch is None else batch)
+    real = requests * _num(ndt)  # the tokens that pick experts (padding rows of a graph pick none) ...
+    # ... whose distinct experts are those of 1 + rho (ndt - 1) independent tokens a request (target.moe.routing_locality)
+    independent = requests * (1.0 + p["routing_locality"] * (_num(ndt) - 1.0))
     return target_forward_ms(p, w, batch=b, ctx=ctx, graph=g, multi_token=_num(ndt) > 1, routed_tokens=real,
-                             keep_rows=keep_rows, verify=True)
+                             keep_rows=keep_rows, verify=True, independent_tokens=independent)
 
 
 def decode_breakdown(p: Params, batch=None) -> dict:

@@ -27,10 +27,16 @@ def expected_distinct_experts(num_experts, experts_per_token, n_tokens):
     return e * -np.expm1(n * np.log1p(-np.minimum(k / e, 1.0 - 1e-15)))
 
 
-def experts_read(num_experts, experts_per_token, n_tokens, per_token_kernel):
-    """Expert weight reads per forward: distinct experts (fused grouped GEMM) or n*k (gathered)."""
-    fused = expected_distinct_experts(num_experts, experts_per_token, n_tokens)
-    if _scalars(num_experts, experts_per_token, n_tokens, per_token_kernel):
+def experts_read(num_experts, experts_per_token, n_tokens, per_token_kernel, independent_tokens=None):
+    """Expert weight reads per forward: distinct experts (fused grouped GEMM) or n*k (gathered).
+
+    A fused kernel reads each distinct expert once: those of ``independent_tokens`` (default n) independent
+    tokens, fewer than n where tokens share experts (``target.moe.routing_locality``); a gathered kernel reads
+    every token's k experts whatever they share.
+    """
+    indep = n_tokens if independent_tokens is None else independent_tokens
+    fused = expected_distinct_experts(num_experts, experts_per_token, indep)
+    if _scalars(num_experts, experts_per_token, n_tokens, per_token_kernel, indep):
         return float(n_tokens) * float(experts_per_token) if per_token_kernel else fused
     gathered = np.asarray(n_tokens, dtype=float) * np.asarray(experts_per_token, dtype=float)
     return np.where(np.asarray(per_token_kernel, dtype=bool), gathered, fused)

@@ -409,7 +409,7 @@ def _target_static(p: Params) -> dict:
 
 
 def target_ops(p: Params, tokens_per_request, batch=None, ctx=None, graph=None, multi_token=None,
-               routed_tokens=None, verify: bool = False, last_logits: bool = False) -> list[Op]:
+               routed_tokens=None, verify: bool = False, last_logits: bool = False, independent_tokens=None) -> list[Op]:
     """Operators of the target forward over batch x tokens_per_request new tokens (``verify``: a speculative verify,
     which an engine may batch-expand; ``last_logits``: logits for each request's last token only, as a prefill)."""
     w = _num(tokens_per_request)
@@ -484,11 +484,14 @@ def target_ops(p: Params, tokens_per_request, batch=None, ctx=None, graph=None, 
     E, k, sh, ei = s["E"], s["k"], s["sh"], s["ei"]
     bs_, fs = s["bs_"], s["fs"]
     routed = n if routed_tokens is None else _num(routed_tokens)
+    # a fused kernel reads each distinct expert once: those of this many independent tokens (routing locality);
+    # a gathered kernel reads every routed token's experts whatever they share
+    independent = routed if independent_tokens is None else _num(independent_tokens)
     per_token = p["moe_per_token_kernel"] > 0
-    reads = experts_read(E, k, routed, p["moe_per_token_kernel"])
+    reads = experts_read(E, k, routed, p["moe_per_token_kernel"], independent)
     # a gathered kernel that materialises per-token weight copies (HF batched_mm) moves them several times
     reads = reads * _where(per_token, p["per_token_traffic_factor"], 1.0)
-    active = _where(per_token, n * k, expected_distinct_experts(E, k, routed))
+    active = _where(per_token, n * k, expected_distinct_experts(E, k, independent))
     br, fr = s["br"], s["fr"]
     n_sh = s["n_sh"]
     reads = reads + s["shared_reads"]  # the shared experts' weights, in routed-expert widths

@@ -283,6 +283,12 @@ class MoE(_Model):
     fp8_scales: Literal["block", "tensor"] = Field(
         "block", description="how fp8 (or int8) expert weights are scaled: 128 x 128 blocks (DeepSeek-V3, Kimi-K2, "
         "Qwen3-FP8 checkpoints) or per tensor / channel; picks the engine's tuned table and its tiles' per-CTA numbers")
+    routing_locality: float = Field(
+        1.0, ge=0.0, le=1.0, description="rho (dimensionless): how independently one request's verify tokens pick "
+        "their experts; its k tokens read the distinct experts of 1 + rho (k - 1) independent tokens (requests stay "
+        "independent of each other). 1 (the prior): every token independent and uniform, the distinct-experts formula; "
+        "0: a request's tokens all pick the same experts. Public counts on real text give 0.44-0.8 "
+        "(models/notes/moe_routing_locality.md); routers with random weights, as in measured synthetic forwards, are 1")
 
     @model_validator(mode="after")
     def _k_le_e(self) -> MoE:

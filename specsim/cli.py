@@ -590,6 +590,8 @@ def sweep(
     ctx: str | None = typer.Option(None, "--ctx", help="context lengths, e.g. 2048,8192"),
     gpu: str | None = typer.Option(None, "--gpu", help="GPU presets, e.g. h100,h200,b200"),
     allreduce_scale: str | None = typer.Option(None, "--allreduce-scale", help="all-reduce latency multipliers, e.g. 0.5,1"),
+    routing_locality: str | None = typer.Option(None, "--routing-locality", help="a MoE verify's routing locality "
+                                                "rho in [0, 1] (1: tokens route independently), e.g. 0.4:1:0.2"),
     top: int = typer.Option(15, "--top", help="rows in the ranked table"),
     csv: str | None = typer.Option(None, "--csv", help="write every configuration as CSV ('-' for stdout)"),
     fmt: Fmt = typer.Option(Fmt.text, "--format", help="text, markdown (md) or json"),
@@ -641,6 +643,7 @@ def sweep(
         tp=tps if tps and len(tps) > 1 else None, batch=batches if batches and len(batches) > 1 else None,
         ctx=ctxs if ctxs and len(ctxs) > 1 else None, gpu=gpus if gpus and len(gpus) > 1 else None,
         allreduce_scale=_float_list(allreduce_scale, "allreduce-scale"),
+        routing_locality=_float_list(routing_locality, "routing-locality"),
     )
     if csv is not None:
         from .io.files import write_atomic

@@ -104,3 +104,45 @@ def test_cli_round_trip_and_bad_input(run_cli):
         code, out, err = run_cli("whatif", "routing", *args)
         assert code == 2 and len(err.strip().splitlines()) == 1 and not out, (bad, err)
         assert "locality" in err, err
+
+
+def test_sweep_axis_matches_the_whatif_at_every_rho_and_the_scenario_at_one():
+    """``sweep(routing_locality=...)``: each row is the scenario with that rho, the same numbers as the what-if."""
+    from specsim.analysis.sweep import sweep
+
+    sc = build_scenario(**QWEN_MOE)
+    rhos = [0.0, 0.55, 1.0]
+    res = sweep(sc, steps=[2, 4], routing_locality=rhos)
+    assert res.n == 6
+    for r in res.ranked(6):
+        want = whatif_routing(locality=r["routing_locality"], steps=r["steps"], **QWEN_MOE).after
+        assert r["tok_s"] == pytest.approx(want.tok_s, rel=1e-9)
+        assert r["verify_ms"] == pytest.approx(want.verify_ms, rel=1e-9)
+    plain = sweep(sc, steps=[2, 4])
+    assert set(plain.columns["routing_locality"].tolist()) == {1.0}
+    at_one = res.columns["routing_locality"] == 1.0
+    assert sorted(res.columns["tok_s"][at_one]) == pytest.approx(sorted(plain.columns["tok_s"]), rel=1e-12)
+
+
+def test_sweep_axis_refuses_a_dense_model_and_values_outside_the_unit_interval():
+    from specsim.analysis.sweep import sweep
+
+    with pytest.raises(SpecsimError, match="no routed experts"):
+        sweep(build_scenario(model="llama-3.1-8b", gpu="h100", tp=1), routing_locality=[0.5])
+    for bad in ([1.5], [-0.1], [float("nan")], []):
+        with pytest.raises(SpecsimError, match="routing-locality"):
+            sweep(build_scenario(**QWEN_MOE), routing_locality=bad)
+
+
+def test_cli_sweep_routing_locality_round_trip(run_cli, tmp_path):
+    import csv
+
+    out = tmp_path / "rho.csv"
+    code, text, err = run_cli("sweep", "--model", "qwen3-30b-a3b", "--gpu", "h200", "--tp", "1", "--batch", "8",
+                              "--steps", "1-3", "--routing-locality", "0.5:1:0.25", "--csv", str(out))
+    assert code in (0, None), err
+    assert "rho" in text.splitlines()[4]  # the ranked table's header names the swept column
+    rows = list(csv.DictReader(out.open(newline="")))
+    assert len(rows) == 9 and {float(r["routing_locality"]) for r in rows} == {0.5, 0.75, 1.0}
+    code, _, err = run_cli("sweep", "--model", "llama-3.1-8b", "--gpu", "h100", "--tp", "1", "--routing-locality", "0.5")
+    assert code == 2 and "routing-locality" in err and "no routed experts" in err and "Traceback" not in err

@@ -26,9 +26,10 @@ MAX_STEPS = 64  # = the schema's Speculation.steps upper bound (checked in tests
 MAX_SWEEP_POINTS = 2_000_000  # configurations in one sweep: ~100 bytes of result columns each, and as much again
 #                               of temporaries per (steps, topk, draft_tokens) grid (~0.4 GB at the cap; 10M took 2 GB)
 MAX_SWEEP_COMBOS = 2_000  # (steps, topk, draft_tokens) combinations: each one evaluates the whole grid
-AXES = ("accept", "tp", "batch", "ctx", "gpu", "allreduce_scale")
+AXES = ("accept", "tp", "batch", "ctx", "gpu", "allreduce_scale", "routing_locality")
+#: result columns; routing_locality (added 2026-12-05) comes last so that positional CSV readers keep working
 COLUMNS = ("steps", "topk", "draft_tokens", "accept_length", "tp", "batch", "ctx", "gpu", "allreduce_scale",
-           "tok_s", "baseline_tok_s", "speedup", "cycle_ms", "verify_ms", "fits_memory")
+           "tok_s", "baseline_tok_s", "speedup", "cycle_ms", "verify_ms", "fits_memory", "routing_locality")
 _INT_COLUMNS = ("steps", "topk", "draft_tokens", "tp", "batch", "ctx")  # whole numbers in rows and CSV
 
 
@@ -168,6 +169,7 @@ def sweep(
     ctx=None,
     gpu: list[str] | None = None,
     allreduce_scale=None,
+    routing_locality=None,
     progress: bool | None = None,
 ) -> SweepResult:
     """Evaluate every combination of the given values (others stay at the scenario's).
@@ -175,8 +177,9 @@ def sweep(
     ``accept`` values are accept lengths at ``accept_at_steps`` (default: the scenario's steps);
     each is turned into a per-position profile with the scenario's shape, so tau changes with
     the step count as the draft's quality dictates. ``accept_rates`` sweeps whole profiles.
+    ``routing_locality`` sweeps a MoE target's rho (``target.moe.routing_locality``, in [0, 1]).
     """
-    from ..physics.schema import Parallel, Speculation, Workload, field_range
+    from ..physics.schema import MoE, Parallel, Speculation, Workload, field_range
 
     steps = _check_list("steps", steps, *field_range(Speculation, "steps"), True)
     topk = _check_list("topk", topk, *field_range(Speculation, "topk"), True)
@@ -188,6 +191,7 @@ def sweep(
     allreduce_scale = _check_list("allreduce-scale", allreduce_scale, 1e-6, 1e6)
     if allreduce_scale is not None and any(v <= 0 for v in allreduce_scale):
         raise SpecsimError("allreduce-scale", allreduce_scale, "scales must be > 0")
+    routing_locality = _check_list("routing-locality", routing_locality, *field_range(MoE, "routing_locality"))
     if accept is not None and accept_rates is not None:
         raise SpecsimError("accept", accept, "sweep either accept lengths or acceptance profiles, not both")
     if gpu is not None and not gpu:
@@ -196,6 +200,9 @@ def sweep(
         raise SpecsimError("gpu", ",".join(gpu), "a GPU is given twice; give each once")
 
     sc = build_scenario(scenario)
+    if routing_locality is not None and sc.target.moe is None:
+        raise SpecsimError("routing-locality", ",".join(f"{v:g}" for v in routing_locality),
+                           f"{sc.target.name} has no routed experts; allowed: a MoE model")
     s0 = sc.speculation
     steps = steps or [s0.steps]
     topk = topk or [s0.topk]
@@ -235,6 +242,8 @@ def sweep(
         p["ctx"] = _axis(ctx, 3)
     if allreduce_scale is not None:
         p["allreduce_scale"] = _axis(allreduce_scale, 5)
+    if routing_locality is not None:
+        p["routing_locality"] = _axis(routing_locality, 6)
     tps = tp or [sc.parallel.tp]
     if gpu is not None:
         from ..io.presets import get_gpu
@@ -263,7 +272,8 @@ def sweep(
         for k in at_tp[0]:
             p[k] = _axis([x[k] for x in at_tp], 1)
 
-    full = (len(labels), len(tps), len(batch or [1]), len(ctx or [1]), len(gpu_names), len(allreduce_scale or [1]))
+    full = (len(labels), len(tps), len(batch or [1]), len(ctx or [1]), len(gpu_names), len(allreduce_scale or [1]),
+            len(routing_locality or [1]))
     combos = []
     for s, k in itertools.product(steps, topk):
         for req in (draft_tokens if k > 1 and draft_tokens else [None]):
@@ -286,7 +296,8 @@ def sweep(
     columns = {c: np.empty(len(combos) * n_grid, dtype=dtypes.get(c, float)) for c in COLUMNS}  # written in place
     grids = np.meshgrid(np.arange(full[0]), np.asarray(tps, float), np.asarray(batch or [sc.workload.batch], float),
                         np.asarray(ctx or [sc.workload.ctx], float), np.arange(full[4]),
-                        np.asarray(allreduce_scale or [sc.parallel.allreduce_scale], float), indexing="ij",
+                        np.asarray(allreduce_scale or [sc.parallel.allreduce_scale], float),
+                        np.asarray(routing_locality or [float(p["routing_locality"])], float), indexing="ij",
                         sparse=True)  # broadcast views: each column is written from its axis, no full grids
     # memory fit (weights + KV cache per rank against each GPU's HBM): the rule predict warns with
     from ..physics.cost import weight_bytes_per_rank
@@ -312,7 +323,7 @@ def sweep(
         col = {c: columns[c][sl].reshape(full) for c in COLUMNS}  # views: each column written once
         col["steps"][...], col["topk"][...], col["draft_tokens"][...] = s, k, d
         col["accept_length"][...] = tau_b
-        for c, g in zip(("tp", "batch", "ctx", "gpu", "allreduce_scale"), grids[1:]):
+        for c, g in zip(("tp", "batch", "ctx", "gpu", "allreduce_scale", "routing_locality"), grids[1:]):
             col[c][...] = g
         col["tok_s"][...] = tok
         col["baseline_tok_s"][...] = base_tok

@@ -13,42 +13,30 @@ from __future__ import annotations
 M_VALUES = (1, 2, 4, 8, 16, 32, 48, 64, 96, 128, 192, 256, 384, 512, 768, 1024, 1536, 2048, 3072, 4096)
 
 # Model dimensions used below (public configs; see models/models.json for sources).
+_DEEPSEEK_V3 = dict(  # MLA + MoE; Kimi-K2 shares it (below)
+    hidden=7168,
+    heads=128,
+    q_lora=1536,
+    kv_lora=512,
+    qk_nope=128,
+    qk_rope=64,
+    v_head=128,
+    intermediate=18432,
+    moe_intermediate=2048,
+    experts=256,
+    topk=8,
+    vocab=129280,
+    tp=8,
+)
+
 MODELS = {
     "llama-3.1-8b": dict(hidden=4096, heads=32, kv_heads=8, head_dim=128, intermediate=14336, vocab=128256, tp=1),
     "llama-3.1-70b": dict(hidden=8192, heads=64, kv_heads=8, head_dim=128, intermediate=28672, vocab=128256, tp=4),
     "qwen3-30b-a3b": dict(
         hidden=2048, heads=32, kv_heads=4, head_dim=128, moe_intermediate=768, experts=128, topk=8, vocab=151936, tp=1
     ),
-    "deepseek-v3": dict(
-        hidden=7168,
-        heads=128,
-        q_lora=1536,
-        kv_lora=512,
-        qk_nope=128,
-        qk_rope=64,
-        v_head=128,
-        intermediate=18432,
-        moe_intermediate=2048,
-        experts=256,
-        topk=8,
-        vocab=129280,
-        tp=8,
-    ),
-    "kimi-k2": dict(
-        hidden=7168,
-        heads=64,
-        q_lora=1536,
-        kv_lora=512,
-        qk_nope=128,
-        qk_rope=64,
-        v_head=128,
-        intermediate=18432,
-        moe_intermediate=2048,
-        experts=384,
-        topk=8,
-        vocab=163840,
-        tp=8,
-    ),
+    "deepseek-v3": _DEEPSEEK_V3,
+    "kimi-k2": dict(_DEEPSEEK_V3, heads=64, experts=384, vocab=163840),  # DeepSeek-V3's architecture, wider MoE
 }
 
 

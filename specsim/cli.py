@@ -273,10 +273,14 @@ def verify(
     from .output.render import verify_markdown
 
     scenario, kw = _split_scenario(deploy or {})
+    widths = _ints(tokens, "tokens", lo=1, hi=65536)
+    seen: set[int] = set()
+    twice = next((w for w in widths if w in seen or seen.add(w)), None)
+    if twice is not None:  # as sweep: a width twice would print the same row (or table) twice
+        _fail(f"tokens: got {twice} twice; give each width once")
     if breakdown:
         from .analysis.predict import operator_table
 
-        widths = _ints(tokens, "tokens", lo=1, hi=65536)
         if len(widths) > 16:
             _fail(f"tokens: got {len(widths)} widths; --breakdown prints at most 16 tables")
         tables = [operator_table(w, scenario, **kw) for w in widths]
@@ -287,7 +291,7 @@ def verify(
         else:
             typer.echo("\n\n".join(repr(t) for t in tables))
         return
-    curve = verify_ms(_ints(tokens, "tokens", lo=1, hi=65536), scenario, **kw)
+    curve = verify_ms(widths, scenario, **kw)
     if _json_out(fmt, as_json):
         _emit(curve.to_dict())
     elif fmt in (Fmt.markdown, Fmt.md):
@@ -414,9 +418,12 @@ def calibrate(
     ingest_note = ""
     baseline_from = "baseline-tok-s"
     if from_log:
-        from .io.ingest import ingest_files
+        from .io.ingest import IngestError, ingest_files
 
-        res = ingest_files([str(f) for f in from_log])
+        try:
+            res = ingest_files([str(f) for f in from_log])
+        except IngestError as exc:  # a file that cannot be read or holds no record: name the flag
+            _fail(f"from-log: {' '.join(str(exc).split())}")
         ingest_idle = res.lines_idle
         for c in res.cycle_points():
             if c.get("baseline"):
@@ -939,7 +946,15 @@ def report(
         _fail(f"accept-lengths: got {len(taus):,} values; allowed at most {MAX_REPORT_ACCEPT_LENGTHS}")
     scenario, kw = _split_scenario(deploy or {})
     sc = build_scenario(scenario, **kw)
-    used = write_report(out, fmt=fmt, scenario=sc, sweep_steps=_ints(sweep, "sweep"),
+    from .analysis.sweep import MAX_STEPS
+
+    steps = _ints(sweep, "sweep", 1, MAX_STEPS)
+    top = sc.speculation.steps + 1  # each accept length is tau at the scenario's own steps
+    bad = next((t for t in taus or () if not 1 <= t <= top), None)
+    if bad is not None:
+        _fail(f"accept-lengths: got {bad:g}; allowed: accept lengths in [1, {top}] (tau at the scenario's "
+              f"{sc.speculation.steps} steps)")
+    used = write_report(out, fmt=fmt, scenario=sc, sweep_steps=steps,
                         accept_lengths=taus, training_target_samples=samples,
                         training_current_samples=now)
     typer.echo(f"wrote {out} ({used})", err=True)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 import resource
 import signal
 import stat
@@ -95,6 +96,7 @@ def files(tmp_path_factory) -> dict[str, str]:
     scen("layers_bool.json", ["target", "num_layers"], True)
     scen("layers_str.json", ["target", "num_layers"], "61")
     scen("tp_frac.json", ["parallel", "tp"], 8.5)
+    scen("samples_huge.json", ["draft", "training_samples"], 1e308)
     # HF configs
     for name, key, value in (("hf_heads0", "num_attention_heads", 0), ("hf_hidden_inf", "hidden_size", "__Inf__"),
                              ("hf_indivisible", "hidden_size", 4097), ("hf_layers_true", "num_hidden_layers", True),
@@ -112,6 +114,8 @@ def files(tmp_path_factory) -> dict[str, str]:
     fifo = d / "fifo"
     os.mkfifo(fifo)
     f["fifo"] = str(fifo)
+    (d / "garbage.log").write_bytes(bytes(range(256)) * 40)
+    f["garbage.log"] = str(d / "garbage.log")
     f["dir"] = str(d)
     f["out"] = str(d / "out.json")
     return f
@@ -188,6 +192,24 @@ CASES = [
     ("alpha-inf", ["whatif", "allreduce", "--alpha-us", "inf"], "alpha-us"),
     ("sweep-batch-range-reversed", ["sweep", "--batch", "8-1"], "batch"),
     ("ints-garbage", ["sweep", "--steps", "abc"], "steps"),
+    # session 23's audit: each names the flag the user gave, the value and the range
+    ("calibrate-baseline-denormal", ["calibrate", "--model", "llama-3.1-8b", "--gpu", "h100", "--tp", "1", "--point",
+                                     "1=7.8", "--baseline-tok-s", "1e-320", "--out", "{dir}/c.json"], "baseline-tok-s"),
+    ("calibrate-point-denormal", ["calibrate", "--model", "llama-3.1-8b", "--gpu", "h100", "--tp", "1", "--point",
+                                  "1=1e-320", "--point", "3=8", "--out", "{dir}/c.json"], "point"),
+    ("calibrate-point-nan", ["calibrate", "--model", "llama-3.1-8b", "--gpu", "h100", "--tp", "1", "--point", "1=nan",
+                             "--out", "{dir}/c.json"], "finite"),
+    ("calibrate-log-no-records", ["calibrate", "--model", "llama-3.1-8b", "--gpu", "h100", "--tp", "1", "--from-log",
+                                  "{garbage.log}", "--out", "{dir}/c.json"], "from-log"),
+    ("scenario-samples-1e308", ["whatif", "training", "--scenario", "{samples_huge.json}"], "training_samples"),
+    ("training-data-1e308", ["whatif", "training", "--data", "1e308=2.6"], "data"),
+    ("training-gpus-1e9", ["whatif", "training", "--gpus-per-replica", "1000000000"], "gpus-per-replica"),
+    ("alpha-1e308", ["whatif", "allreduce", "--alpha-us", "1e308"], "alpha-us"),
+    ("report-sweep-past-64", ["report", "--out", "{dir}/r.html", "--sweep", "1-100000"], "sweep"),
+    ("report-accept-1000", ["report", "--out", "{dir}/r.html", "--accept-lengths", "1000"], "accept-lengths"),
+    ("measure-kv-margin-neg", ["measure", "forward", "--kv-margin-gib", "-1"], "kv-margin-gib"),
+    ("measure-repeats-neg", ["measure", "draft", "--repeats", "-1"], "repeats"),
+    ("verify-width-twice", ["verify", "--tokens", "1,1"], "tokens"),
     # outputs
     ("out-directory", ["scenario", "dump", "--out", "{dir}"], "out"),
     ("out-missing-parent", ["scenario", "dump", "--out", "{dir}/no/such/dir/x.json"], "out"),
@@ -217,9 +239,14 @@ def test_named_case_is_refused_in_one_line(capsys, files, argv, field):
 
 
 @pytest.mark.parametrize("argv, line", [
-    (["explain", "--batch", "1e30"], "error: batch: got 1e30; allowed: an integer of magnitude <= 1e+15"),
-    (["predict", "--batch", "abc"], "error: batch: got abc; allowed: an integer of magnitude <= 1e+15"),
-    (["sweep", "--top", "1.5"], "error: top: got 1.5; allowed: an integer of magnitude <= 1e+15"),
+    (["explain", "--batch", "1e30"], "error: batch: got 1e30; allowed: an integer in [1, 1e+06]"),
+    (["predict", "--batch", "abc"], "error: batch: got 'abc'; allowed: an integer in [1, 1e+06]"),
+    (["predict", "--batch", ""], "error: batch: got ''; allowed: an integer in [1, 1e+06]"),
+    (["predict", "--ctx", "1.5"], "error: ctx: got 1.5; allowed: an integer in [0, 1e+08]"),
+    (["sweep", "--top", "1.5"], "error: top: got 1.5; allowed: an integer"),
+    (["sweep", "--top", "1e30"], "error: top: got 1e30; allowed: an integer of magnitude <= 1e+15"),
+    (["predict", "--accept", ""], "error: accept: got ''; allowed: a finite number"),
+    (["whatif", "allreduce", "--scale", "x"], "error: scale: got 'x'; allowed: a finite number"),
 ])
 def test_int_option_given_a_non_integer_gets_the_standard_line(capsys, argv, line):
     code, _, err = run(capsys, *argv)
@@ -615,10 +642,14 @@ def test_an_output_directory_that_refuses_new_files_is_refused_before_the_work(r
 
 
 def test_a_huge_miss_prints_a_short_percentage(run_cli):
-    """1e-300 ms points made a 300-digit percentage in the error line."""
+    """1e-300 ms points made a 300-digit percentage in the error line; such times are now refused up front, and a
+    time inside the range that the physics cannot reach still gets a short percentage."""
     line = _one_line_exit_2(run_cli, "calibrate", "--model", "llama-3.1-8b", "--gpu", "h100", "--tp", "1",
                             "--point", "1=1e-300", "--point", "3=1e-300", "--out", "-", field="point")
-    assert len(line) < 300 and "e+30" in line
+    assert len(line) < 300 and "allowed: a time in [0.001, 1e+07] ms" in line
+    line = _one_line_exit_2(run_cli, "calibrate", "--model", "llama-3.1-8b", "--gpu", "h100", "--tp", "1",
+                            "--point", "1=0.001", "--point", "3=0.001", "--out", "-", field="point")
+    assert len(line) < 300 and "%" in line
 
 
 def test_quantising_a_part_the_model_lacks_is_refused(run_cli, run_json):
@@ -946,7 +977,7 @@ def test_a_csv_to_a_reader_that_stops_early_exits_quietly(tmp_path):
 
 def test_training_samples_below_one_are_refused_in_data_and_scenarios(run_cli, tmp_path):
     code, _, err = run_cli("whatif", "training", "--data", "0.5=2.0", "--target-samples", "1M")
-    assert code == 2 and ">= 1" in err
+    assert code == 2 and "in [1, 1e+13]" in err
     d = json.loads((ROOT / "calibration" / "scenarios" / "kimi-k2.5-seed.json").read_text())
     d["draft"]["training_samples"] = 0.5
     f = tmp_path / "s.json"
@@ -1276,3 +1307,24 @@ def test_accept_rates_past_the_steps_are_said(run_cli):
     assert code == 0 and "5 rates given for 2 draft steps" in " ".join((out + err).split())
     code, out, err = run_cli("predict", "--steps", "2", "--accept-rates", "0.5,0.5")
     assert code == 0 and "rates given" not in out + err
+
+
+def test_out_of_range_log_values_are_skipped_and_counted(tmp_path):
+    """A bench record faster than any forward, or server arguments no engine takes, are corrupt lines."""
+    from specsim.io.ingest import ingest_files
+
+    rec = {"batch_size": 1, "steps": 2, "topk": 1, "num_draft_tokens": 3, "acc_length": 2.5, "speed": 300}
+    bench = tmp_path / "b.jsonl"
+    bench.write_text("\n".join(json.dumps({**rec, "step_time": t}) for t in (1e-320, 0.0, 0.0125)) + "\n")
+    res = ingest_files([str(bench)])
+    assert res.lines_skipped == 2 and res.formats == {"bench_speculative": 1}
+    log = (ROOT / "examples" / "sglang_server.log").read_text()
+    clean = ingest_files([str(ROOT / "examples" / "sglang_server.log")])
+    for bad in ("speculative_num_steps=-3", "speculative_num_steps=100000000000000000000", "speculative_eagle_topk=0"):
+        key = bad.split("=")[0]
+        assert key + "=" in log
+        f = tmp_path / "l.log"
+        f.write_text(re.sub(key + r"=[0-9]+", bad, log))
+        res = ingest_files([str(f)])
+        assert res.lines_skipped == clean.lines_skipped + 1, bad
+        assert res.formats == clean.formats

@@ -30,6 +30,7 @@ MEAS_REL_SIGMA = 0.02  # a measured forward time is good to ~2 %
 MAX_BOOTSTRAP = 2000  # bootstrap refits (each a full least-squares fit)
 REFIT_TOL = 1e-6  # a bootstrap refit's tolerances (scipy's 1e-8 moved the bands by < 0.1 % of 100 resamples' spread)
 FD_STEP = 1.4901161193847656e-08  # finite-difference step of the Jacobian, relative: sqrt(float64 eps), scipy's 2-point
+MEASURED_MS_RANGE = (1e-3, 1e7)  # a forward or cycle time calibrate accepts: 1 us to ~3 h (physically possible)
 MAX_RESIDUAL_PCT = 25.0  # beyond this the inputs (or missing physics), not the parameters, are wrong: refuse
 PINNED_SD_RATIO = 0.7  # a posterior log-sd below this fraction of the prior's means the data pinned the parameter
 
@@ -137,14 +138,15 @@ def at_bounds(values: dict[str, float]) -> dict[str, str]:
 
 def parse_point(text: str) -> Point:
     """Parse ``K=MS`` (e.g. ``3=25.6``)."""
-    m = re.fullmatch(r"\s*(-?\d+)\s*=\s*(-?[\d.]+(?:[eE][-+]?\d+)?)\s*(?:ms)?\s*", text)
-    if not m:
-        raise SpecsimError("point", text, "expected K=MS, e.g. --point 3=25.6")
-    k, ms = int(m.group(1)), float(m.group(2))
+    m = re.fullmatch(r"\s*(-?\d+)\s*=\s*([^\s=]+?)\s*(?:ms)?\s*", text)
+    try:
+        k, ms = int(m.group(1)), float(m.group(2))
+    except (AttributeError, ValueError):  # no K=MS shape, or an MS that is no number
+        raise SpecsimError("point", text, "expected K=MS, e.g. --point 3=25.6") from None
     if k < 1:
         raise SpecsimError("point", text, "K (tokens per request) must be an integer >= 1")
     if not ms > 0 or not math.isfinite(ms):
-        raise SpecsimError("point", text, "MS must be a positive number of milliseconds")
+        raise SpecsimError("point", text, "MS must be a finite, positive number of milliseconds")
     return Point(k, ms)
 
 
@@ -334,6 +336,15 @@ def fit(
         base_ms = sc.engine.running_at_once(sc.workload.batch, False) / baseline_tok_s * 1e3
         meas.append(base_ms)
     meas += [float(c["cycle_ms"]) for c in cycles]
+    field = {"verify": "point", "baseline": "baseline-tok-s", "cycle": "cycle", **(fields or {})}
+    lo_ms, hi_ms = MEASURED_MS_RANGE
+    kinds = ["verify"] * len(points) + ["baseline"] * (base_ms is not None) + ["cycle"] * len(cycles)
+    for kind, ms, given in zip(kinds, meas, [pt.ms for pt in points] + [baseline_tok_s] * (base_ms is not None)
+                               + [c["cycle_ms"] for c in cycles]):
+        if not lo_ms <= ms <= hi_ms:  # the fit works in log time: zero, denormal or absurd times have no answer
+            allowed = (f"a tokens/s that gives a decode step of {lo_ms:g} to {hi_ms:g} ms" if kind == "baseline"
+                       else f"a time in [{lo_ms:g}, {hi_ms:g}] ms")
+            raise SpecsimError(field[kind], given, f"allowed: {allowed}")
     meas_arr = np.array(meas)
     x0 = np.log([prior[n] for n in names])
     lo = np.log([PARAMETERS[n][3] for n in names])

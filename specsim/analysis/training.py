@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..errors import SpecsimError
+from ..physics.rules import MAX_GPUS_PER_REPLICA, MAX_SAMPLES
 from ..physics.schema import Speculation, field_range
 
 #: Assumed 1-sigma scatter of one published accept length around the fleet-wide curve (tokens).
@@ -104,8 +105,8 @@ def parse_data_points(items: list[str]) -> list[tuple[float, float, int]]:
 
 
 def _check_point(samples: float, tau: float, steps: int, raw: object) -> None:
-    if not (math.isfinite(samples) and samples >= 1):
-        raise SpecsimError("data", raw, "training samples must be a number >= 1")
+    if not (math.isfinite(samples) and 1 <= samples <= MAX_SAMPLES):
+        raise SpecsimError("data", raw, f"training samples must be a number in [1, {MAX_SAMPLES:.0e}]")
     lo, hi = field_range(Speculation, "steps")
     if not lo <= steps <= hi:
         raise SpecsimError("data", raw, f"steps must be an integer in [{lo}, {hi}]")
@@ -493,18 +494,19 @@ def whatif_training(
         cost_source = COST_FORMULA + f"; P_target {target_active_params(sc.target) / 1e9:.1f}B, " \
                                      f"P_draft {draft_params(sc.draft) / 1e9:.2f}B"
     gpus = sc.parallel.tp if gpus_per_replica is None else gpus_per_replica
-    if not (math.isfinite(now) and now > 0):
-        raise SpecsimError("current-samples", current_samples, "training samples must be a number > 0")
-    if not (math.isfinite(target) and target > 0):
-        raise SpecsimError("target-samples", target_samples, "training samples must be a number > 0")
+    if not (math.isfinite(now) and 0 < now <= MAX_SAMPLES):
+        raise SpecsimError("current-samples", current_samples, f"training samples must be a number in (0, {MAX_SAMPLES:.0e}]")
+    if not (math.isfinite(target) and 0 < target <= MAX_SAMPLES):
+        raise SpecsimError("target-samples", target_samples, f"training samples must be a number in (0, {MAX_SAMPLES:.0e}]")
     if target <= now:
         raise SpecsimError("target-samples", target_samples, f"target samples must exceed current samples ({now:,.0f})")
     if not (math.isfinite(rate) and rate >= 0):
         raise SpecsimError("gpu-hours-per-100k", gpu_hours_per_100k_samples, "training cost must be a number >= 0")
     if not (math.isfinite(fleet_tokens_per_day) and fleet_tokens_per_day >= 0):
         raise SpecsimError("fleet-tokens-per-day", fleet_tokens_per_day, "fleet tokens per day must be a number >= 0")
-    if int(gpus) != gpus or gpus < 1:
-        raise SpecsimError("gpus-per-replica", gpus_per_replica, "GPUs per replica must be an integer >= 1")
+    if int(gpus) != gpus or not 1 <= gpus <= MAX_GPUS_PER_REPLICA:
+        raise SpecsimError("gpus-per-replica", gpus_per_replica,
+                           f"GPUs per replica must be an integer in [1, {MAX_GPUS_PER_REPLICA:,}]")
     lo, hi = field_range(Speculation, "steps")
     if int(max_steps) != max_steps or not lo <= max_steps <= hi:
         raise SpecsimError("max-steps", max_steps, f"max steps must be an integer in [{lo}, {hi}]")

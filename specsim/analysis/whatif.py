@@ -144,8 +144,10 @@ def whatif_allreduce(scenario=None, *, scale: float | None = None, impl: str | N
         after = edit_scenario(before, lambda d: d["parallel"].update(allreduce=ar, allreduce_eager=None))
         change = f"all-reduce implementation -> {ar['name']}"
     else:
-        if not (math.isfinite(alpha_us) and alpha_us >= 0):
-            raise SpecsimError("alpha-us", alpha_us, "allowed: a finite number >= 0")
+        from ..physics.rules import MAX_ALLREDUCE_ALPHA_US
+
+        if not (math.isfinite(alpha_us) and 0 <= alpha_us <= MAX_ALLREDUCE_ALPHA_US):
+            raise SpecsimError("alpha-us", alpha_us, f"allowed: a latency in [0, {MAX_ALLREDUCE_ALPHA_US:g}] us")
 
         def set_alpha(d):
             for key in ("allreduce", "allreduce_eager"):

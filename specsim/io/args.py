@@ -17,10 +17,10 @@ import math
 import re
 
 from ..errors import SpecsimError, short_repr
+from ..physics.rules import MAX_SAMPLES
 
 MAX_LIST_VALUES = 100_000  # values in one flag's list or range, after expansion
 MAX_INT_FLAG = 10**15
-MAX_SAMPLES = 1e13
 
 
 _INT_TOKEN_RE = re.compile(r"[+-]?[0-9]+", re.ASCII)
@@ -69,11 +69,13 @@ def parse_int_list(text: str, field: str, *, lo: int | None = None, hi: int | No
         if count > max_values:
             raise SpecsimError(field, text, f"{count:,} values or more; allowed at most {max_values:,} per flag")
         spans.append((a, b))
+    allowed = (f"allowed: integers in [{lo}, {hi}]" if lo is not None and hi is not None
+               else f"allowed: integers >= {lo}" if lo is not None else f"allowed: integers <= {hi}")
     for a, b in spans:
         if lo is not None and a < lo:
-            raise SpecsimError(field, a, f"allowed: integers >= {lo}" + (f" and <= {hi}" if hi is not None else ""))
+            raise SpecsimError(field, a, allowed)
         if hi is not None and b > hi:
-            raise SpecsimError(field, b, f"allowed: integers <= {hi}" + (f" and >= {lo}" if lo is not None else ""))
+            raise SpecsimError(field, b, allowed)
     out: list[int] = []
     for a, b in spans:
         out.extend(range(a, b + 1))
@@ -168,10 +170,10 @@ def _check_number(v, fail) -> None:
         fail(f"got {short_repr(v)}; allowed: an integer of magnitude <= {MAX_INT_FLAG:.0e}")
 
 
-def _not_an_integer(value, cause) -> str | None:
+def _not_an_integer(value, cause, param=None) -> str | None:
     """The standard ``got VALUE; allowed ...`` text for an int option given a non-integer
-    (``--batch 1e30``, ``--top 1.5``, ``--batch abc``) instead of pydantic's own words; None
-    when ``cause`` is another error."""
+    (``--batch 1e30``, ``--top 1.5``, ``--batch abc``) or a float option given text (``--accept ''``)
+    instead of pydantic's own words; None when ``cause`` is another error."""
     errors = getattr(cause, "errors", None)
     if not callable(errors):
         return None
@@ -179,14 +181,52 @@ def _not_an_integer(value, cause) -> str | None:
         items = errors()
     except Exception:  # noqa: BLE001 - not a pydantic error after all
         return None
-    if not items or any(not str(e.get("type", "")).startswith("int_") for e in items):
+    kinds = {str(e.get("type", "")).split("_")[0] for e in items or ()}
+    if kinds == {"float"}:  # a float option given text: the value quoted and what is allowed
+        return not_a_number_message(items[0].get("input", value))
+    if kinds != {"int"}:
         return None
-    bad = items[0].get("input", value)
-    text = bad if isinstance(bad, str) else short_repr(bad)
-    text = " ".join(str(text).split())
+    return not_an_integer_message(items[0].get("input", value), getattr(param, "name", None))
+
+
+#: an int option's name -> the schema range (``rules.LIMITS``) its value must lie in
+_INT_OPTION_LIMITS = {"batch": "Workload.batch", "ctx": "Workload.ctx", "steps": "Speculation.steps",
+                      "topk": "Speculation.topk", "draft_tokens": "Speculation.num_draft_tokens", "tp": "Parallel.tp",
+                      "max_running_requests": "Engine.max_running_requests"}
+
+
+def not_an_integer_message(bad, option: str | None) -> str:
+    """``got '1.5'; allowed: an integer in [1, 1e+06]``: the value as given (quoted where it is text) and the
+    option's own range where the schema has one, else the magnitude every int option is held to."""
+    from ..physics.rules import LIMITS
+
+    text = " ".join(str(bad).split()) if isinstance(bad, str) else short_repr(bad)
     if len(text) > 40:
         text = text[:37] + "..."
-    return f"got {text}; allowed: an integer of magnitude <= {MAX_INT_FLAG:.0e}"
+    shown = repr(text) if isinstance(bad, str) and (not text or text != str(bad) or not _numberlike(text)) else text
+    name = (option or "").lstrip("-").replace("-", "_")
+    if name in _INT_OPTION_LIMITS:
+        lo, hi = LIMITS[_INT_OPTION_LIMITS[name]]
+        return f"got {shown}; allowed: an integer in [{lo:g}, {hi:g}]"
+    try:
+        huge = abs(float(text)) > MAX_INT_FLAG
+    except ValueError:
+        huge = False
+    return f"got {shown}; allowed: an integer" + (f" of magnitude <= {MAX_INT_FLAG:.0e}" if huge else "")
+
+
+def not_a_number_message(bad) -> str:
+    """``got 'x'; allowed: a finite number``: a float option given text."""
+    text = " ".join(str(bad).split())
+    return f"got {repr(text[:37] + '...' if len(text) > 40 else text)}; allowed: a finite number"
+
+
+def _numberlike(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
 
 
 def install_click_number_checks() -> None:
@@ -213,7 +253,7 @@ def install_click_number_checks() -> None:
             try:
                 v = orig(self, value, param, ctx)
             except BadParameter as exc:
-                msg = _not_an_integer(value, exc.__cause__)
+                msg = _not_an_integer(value, exc.__cause__, param)
                 if msg is None:
                     raise
                 raise BadParameter(msg, ctx=ctx, param=param) from None
@@ -246,12 +286,12 @@ def _wrap_click_types(ct) -> None:
         def convert(self, value, param, ctx, _orig=orig_convert, _int=cls is ct.IntParamType):
             try:
                 v = _orig(self, value, param, ctx)
-            except Exception as exc:  # click's BadParameter: an int option given a non-integer
-                if not _int or not hasattr(exc, "format_message"):
+            except Exception as exc:  # click's BadParameter: an int option given a non-integer, a float one text
+                if not hasattr(exc, "format_message"):
                     raise
-                text = " ".join(str(value).split())
-                self.fail(f"got {text[:37] + '...' if len(text) > 40 else text}; allowed: an integer of magnitude "
-                          f"<= {MAX_INT_FLAG:.0e}", param, ctx)
+                if not _int:
+                    self.fail(not_a_number_message(value), param, ctx)
+                self.fail(not_an_integer_message(value, getattr(param, "name", None)), param, ctx)
             _check_number(v, lambda msg: self.fail(msg, param, ctx))
             return v
 

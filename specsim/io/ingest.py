@@ -507,6 +507,7 @@ def _float(s: str, lo: float = 0.0, hi: float = math.inf) -> float:
 
 
 MAX_STEP_TIME_S = 3600.0  # one decode iteration (s)
+MIN_STEP_TIME_S = 1e-6  # one decode iteration launches at least one kernel, a few us (s)
 MAX_BENCH_STEPS = 64  # draft steps and topk (the schema's range)
 MAX_BENCH_DRAFT_TOKENS = 4096
 MAX_BENCH_BATCH = 1_000_000
@@ -881,7 +882,7 @@ def _parse_bench_json(obj: Any) -> BenchRecord:
     if "step_time" in obj and ("batch_size" in obj or "acc_length" in obj or "speed" in obj):
         # a record outside what one decode iteration can be (an hour, 64 steps + 1 tokens, 1e7 tok/s per request)
         # is corrupt: skipped and counted like any malformed line
-        step_time_s = _jnum(obj.get("step_time"), hi=MAX_STEP_TIME_S, allow_none=False, lo_open=True)
+        step_time_s = _jnum(obj.get("step_time"), lo=MIN_STEP_TIME_S, hi=MAX_STEP_TIME_S, allow_none=False)
         steps = _jint(obj.get("steps"), hi=MAX_BENCH_STEPS)
         acc = _jnum(obj.get("acc_length", obj.get("accept_length")), lo=1.0,
                     hi=MAX_BENCH_STEPS + 1.0 if steps is None else steps + 1.0)
@@ -914,9 +915,9 @@ def _parse_bench_json(obj: Any) -> BenchRecord:
             if "speculative_algorithm" in info and info.get("speculative_algorithm") is None:
                 steps = topk = ndt = 0
             else:
-                steps = _jint(info.get("speculative_num_steps"))
-                topk = _jint(info.get("speculative_eagle_topk"))
-                ndt = _jint(info.get("speculative_num_draft_tokens"))
+                steps = _jint(info.get("speculative_num_steps"), lo=1, hi=MAX_BENCH_STEPS)
+                topk = _jint(info.get("speculative_eagle_topk"), lo=1, hi=MAX_BENCH_STEPS)
+                ndt = _jint(info.get("speculative_num_draft_tokens"), lo=1, hi=MAX_BENCH_DRAFT_TOKENS)
         return BenchRecord(
             source="bench_serving",
             batch_size=_jint(batch, lo=1),
@@ -935,14 +936,17 @@ def _parse_bench_json(obj: Any) -> BenchRecord:
 # ---- side information ----------------------------------------------------------------------
 
 _SPEC_ARG_RES = {
-    "steps": re.compile(r"(?:speculative_num_steps=|--speculative-num-steps[= ])([0-9]{1,6})\b",
+    "steps": re.compile(r"(?:speculative_num_steps=|--speculative-num-steps[= ])(-?[0-9]{1,40})\b",
                         _A),
-    "topk": re.compile(r"(?:speculative_eagle_topk=|--speculative-eagle-topk[= ])([0-9]{1,6})\b",
+    "topk": re.compile(r"(?:speculative_eagle_topk=|--speculative-eagle-topk[= ])(-?[0-9]{1,40})\b",
                        _A),
     "num_draft_tokens": re.compile(
-        r"(?:speculative_num_draft_tokens=|--speculative-num-draft-tokens[= ])([0-9]{1,6})\b",
+        r"(?:speculative_num_draft_tokens=|--speculative-num-draft-tokens[= ])(-?[0-9]{1,40})\b",
         _A),
 }
+#: what a speculative server argument may be; a line with a value outside is skipped and counted
+_SPEC_ARG_RANGES = {"steps": (1, MAX_BENCH_STEPS), "topk": (1, MAX_BENCH_STEPS),
+                    "num_draft_tokens": (1, MAX_BENCH_DRAFT_TOKENS)}
 _DISABLE_OVERLAP_RE = re.compile(r"\bdisable_overlap_schedule=(True|False)\b", _A)
 
 
@@ -1396,8 +1400,7 @@ class _State:
                 self._add_vllm(vrec)
                 self.formats[fmt] += 1
                 return "parsed"
-        self._side_info(line)
-        return "ignored"
+        return self._side_info(line)
 
     def _decode_line(self, line: str) -> str:
         """Parse every ``Decode batch`` record on the line (two may be glued together)."""
@@ -1558,19 +1561,24 @@ class _State:
         self.rates.add(rec)
         self._store(self.vllm, rec)
 
-    def _side_info(self, line: str) -> None:
+    def _side_info(self, line: str) -> str:
+        """Overlap and speculative settings from a line that holds no record: "ignored", or "skipped" where a
+        speculative argument lies outside what an engine accepts (``speculative_num_steps=-3``)."""
         ov = _overlap_from_line(line)
         if ov is not None and self.overlap_explicit is None:
             self.overlap_explicit = ov
         if "speculative" not in line:
-            return
+            return "ignored"
         if "speculative_algorithm=None" in line:
             self.cur_spec = None
-            return
+            return "ignored"
         found = {}
         for key, rx in _SPEC_ARG_RES.items():
             m = rx.search(line)
             if m:
+                lo, hi = _SPEC_ARG_RANGES[key]
+                if not lo <= int(m.group(1)) <= hi:
+                    return "skipped"
                 found[key] = int(m.group(1))
         if found:
             base = dict(self.cur_spec) if (self.cur_spec and "--" in line) else {}
@@ -1581,6 +1589,7 @@ class _State:
             dm = _DISABLE_OVERLAP_RE.search(line)
             if dm and self.overlap_from_args is None:
                 self.overlap_from_args = dm.group(1) == "False"
+        return "ignored"
 
     # -- end -------------------------------------------------------------------------------------
 

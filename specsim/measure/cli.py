@@ -49,6 +49,23 @@ def _report(lines, out: str) -> None:
     typer.echo(f"wrote {out}")
 
 
+#: ranges of the run options every measurement takes: (lowest, highest, unit)
+RUN_OPTION_RANGES = {"repeats": (1, 10_000, "timed repeats"), "budget-s": (0.0, 86_400.0, "seconds (0 = no budget)"),
+                     "kv-margin-gib": (0.0, 1024.0, "GiB"), "timeout-s": (1.0, 86_400.0, "seconds"),
+                     "procs": (2, 64, "processes")}
+
+
+def _check_run_options(**given) -> None:
+    """Refuse a run option outside its range before torch or a GPU is looked for (``--repeats -1``)."""
+    import math
+
+    for name, value in given.items():
+        flag = name.replace("_", "-")
+        lo, hi, unit = RUN_OPTION_RANGES[flag]
+        if not (math.isfinite(value) and lo <= value <= hi):
+            _fail(f"--{flag}: got {value:g}; allowed: {lo:g} to {hi:g} {unit}")
+
+
 def _ints(text: str, field: str) -> list[int]:
     from .common import parse_int_list
 
@@ -75,6 +92,7 @@ def gpu_cmd(
     device: str = DeviceOpt,
 ):
     """Primitives: GEMMs at the preset models' shapes vs M, attention decode/verify, top-k, graph replay, copy."""
+    _check_run_options(repeats=repeats, budget_s=budget_s)
 
     def go():
         from .gpu import measure_gpu, summary_lines
@@ -108,6 +126,7 @@ def forward_cmd(
     device: str = DeviceOpt,
 ):
     """Engine-like forwards (decode and verify) of a preset model with random weights, CUDA-graph timed."""
+    _check_run_options(repeats=repeats, budget_s=budget_s, kv_margin_gib=kv_margin_gib)
     bs, ks, cs = _ints(batch, "--batch"), _ints(tokens, "--tokens"), _ints(ctx, "--ctx")
     eps = []
     for part in [p for p in eager.replace(" ", "").split(",") if p and eager.strip() != "all"]:
@@ -157,6 +176,7 @@ def draft_cmd(
     device: str = DeviceOpt,
 ):
     """EAGLE-3 draft step (B x topk rows), greedy accept over the verify logits, draft-extend: CUDA-graph timed."""
+    _check_run_options(repeats=repeats, budget_s=budget_s)
     lists = [_ints(v, f) for v, f in ((batch, "--batch"), (topk, "--topk"), (ctx, "--ctx"),
                                       (accept_tokens, "--accept-tokens"), (steps, "--steps"))]
 
@@ -183,6 +203,7 @@ def collectives_cmd(
     device: str = DeviceOpt,
 ):
     """NCCL all-reduce / all-gather vs message size for each TP size that fits (one process per GPU)."""
+    _check_run_options(repeats=repeats, timeout_s=timeout_s, procs=procs)
     tps = _ints(tp, "--tp") if tp.strip() else None
     op_list = [o for o in ops.replace(" ", "").split(",") if o]
 

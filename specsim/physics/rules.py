@@ -20,6 +20,9 @@ DTYPE_BYTES: dict[str, float] = {
     "fp4": 0.5 + 1.0 / 16,  # NVFP4: fp8 scale per 16 elements
 }
 MAX_ALLREDUCE_CHAIN = 3  # all-reduce implementations one path may chain (one-shot -> two-shot -> NCCL)
+MAX_SAMPLES = 1e13  # draft training samples a field or flag may name (published drafts: 3.7e4-1.4e6)
+MAX_GPUS_PER_REPLICA = 100_000  # GPUs one serving replica may span (the largest clusters hold ~1e5)
+MAX_ALLREDUCE_ALPHA_US = 1e6  # an all-reduce latency a field or flag may give, us (1 s)
 MAX_LIST = 4096  # items in any list of numbers (capture sizes, rates)
 MAX_TEXT = 10_000  # characters in any text field (names, sources, notes): longer input is refused, not rendered
 CAPTURE_SIZES = (1, 10_000_000)  # inclusive range of a captured CUDA-graph size (requests or tokens)

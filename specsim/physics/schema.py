@@ -17,8 +17,10 @@ from .methods import AllReduceMethods, EngineMethods, GPUMethods
 from .rules import (  # noqa: F401  (DTYPE_BYTES, MAX_ALLREDUCE_CHAIN, draft_tokens_for: re-exported)
     CAPTURE_SIZES,
     DTYPE_BYTES,
+    MAX_ALLREDUCE_ALPHA_US,
     MAX_ALLREDUCE_CHAIN,
     MAX_LIST,
+    MAX_SAMPLES,
     MAX_TEXT,
     acceptance_problem,
     bounds,
@@ -223,8 +225,8 @@ class AllReduce(AllReduceMethods, _Model):
     @field_validator("alpha_us")
     @classmethod
     def _alpha_ok(cls, v: dict[int, float]) -> dict[int, float]:
-        if not v or any(not 1 <= t <= 4096 for t in v) or any(not 0 <= a <= 1e6 for a in v.values()):
-            raise ValueError("alpha_us needs TP sizes in [1, 4096] with latencies in [0, 1e6] us")
+        if not v or any(not 1 <= t <= 4096 for t in v) or any(not 0 <= a <= MAX_ALLREDUCE_ALPHA_US for a in v.values()):
+            raise ValueError(f"alpha_us needs TP sizes in [1, 4096] with latencies in [0, {MAX_ALLREDUCE_ALPHA_US:g}] us")
         return v
 
     @field_validator("bus_bytes_per_s_by_tp")
@@ -350,7 +352,7 @@ class DraftModel(_Model):
     dtype: Dtype = "bf16"
     kernels_per_layer: int = Field(0, ge=0, le=1_000_000)
     training_samples: float | None = Field(
-        None, ge=1, description="training samples (conversations) the head was trained on; None = not known"
+        None, ge=1, le=MAX_SAMPLES, description="training samples (conversations) the head was trained on; None = not known"
     )
     training_data: str = Field("", description="what the head was trained on (datasets, regenerated or not)")
     sources: dict[str, str] = Field(default_factory=dict)

@@ -901,3 +901,21 @@ def test_a_tree_without_its_verify_width_gets_the_rule_predict_uses():
 def test_a_sweep_without_steps_is_listed_with_why():
     s = score_sweep({**TREE, "steps": None})
     assert s.skipped is not None and "steps" in s.skipped and "does not state" in s.skipped and not s.rows
+
+
+def test_a_baseline_caveat_is_printed_under_the_table_and_kept_in_json(tmp_path):
+    """A row's ``caveat`` (why it may not measure what its preset models) goes with its score, cut to 500 characters."""
+    import json as _json
+
+    from specsim.analysis.validate_sweeps import sweeps_text, validate_sweeps
+
+    row = {"id": "b1", "source": {"url": "https://example.org", "quote": "q"}, "model": "llama-3.1-8b", "gpu": "h100",
+           "tp": 1, "engine": "sglang", "batch": 1, "tok_s": 150.0, "caveat": "GPU clocks not stated " + "x" * 1000}
+    f = tmp_path / "d.json"
+    f.write_text(_json.dumps({"name": "t", "kind": "throughput_sweeps", "sweeps": [], "baselines": [row]}))
+    v = validate_sweeps(str(f))
+    (b,) = v.baselines
+    assert b["caveat"].startswith("GPU clocks not stated") and len(b["caveat"]) == 500
+    text = sweeps_text(v)
+    assert "caveat, llama-3.1-8b h100 TP1 sglang: GPU clocks not stated" in text
+    assert max(len(line) for line in text.splitlines()) <= 100

@@ -495,6 +495,7 @@ def held_out_aggregate(errs: list[tuple[int, float]]) -> dict:
 
 def score_baselines(baselines: list[dict]) -> list[dict]:
     """Zero-shot batch-1 baselines from presets vs published tok/s (rows the presets cannot express are skipped)."""
+    from ..output.render import printable
     from .predict import predict
 
     out = []
@@ -510,7 +511,8 @@ def score_baselines(baselines: list[dict]) -> list[dict]:
             continue
         out.append({"id": b.get("id"), "setup": f"{b['model']} {gpu} TP{b.get('tp') or 1} {engine}",
                     "published_tok_s": float(tok), "predicted_tok_s": p.baseline_tok_s,
-                    "error_pct": 100 * (p.baseline_tok_s / float(tok) - 1), "fitted": False})
+                    "error_pct": 100 * (p.baseline_tok_s / float(tok) - 1), "fitted": False,
+                    **({"caveat": printable(str(b["caveat"])[:500])} if b.get("caveat") else {})})
     return out
 
 
@@ -739,6 +741,8 @@ def _mape(errs: list[float]) -> str:
 
 def sweeps_text(v: SweepValidation) -> str:
     """Text tables: each sweep's rows (fitted row marked) and the zero-shot baselines."""
+    import textwrap
+
     from ..output.render import printable, table_text
 
     parts = []
@@ -753,7 +757,9 @@ def sweeps_text(v: SweepValidation) -> str:
     if v.baselines:
         rows = [[b["setup"], b["published_tok_s"], b["predicted_tok_s"], b["error_pct"]] for b in v.baselines]
         parts.append(table_text(["baseline (batch 1)", "published tok/s", "modeled tok/s", "error %"], rows,
-                                "zero-shot baselines from presets (nothing fitted)"))
+                                "zero-shot baselines from presets (nothing fitted)")
+                     + "".join("\n" + textwrap.fill(f"caveat, {b['setup']}: {b['caveat']}", 100, initial_indent="  ",
+                                                     subsequent_indent="    ") for b in v.baselines if b.get("caveat")))
     for c in v.configs:
         if c.skipped:
             continue

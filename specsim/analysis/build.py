@@ -17,7 +17,7 @@ from ..io.packagedata import (
     names_a_file,
     preset_key,
 )
-from ..physics.rules import LIMITS, MAX_LIST, check_limit, finite_number
+from ..physics.rules import FLAG_LIMITS, LIMITS, MAX_LIST, check_limit, finite_number
 
 if TYPE_CHECKING:
     from ..physics.record import Record
@@ -46,16 +46,16 @@ def check_tp(tp: int, target_heads: int, draft_heads: int) -> None:
 
 def _check_deployment_limits(*, batch, ctx, tp, steps, topk, draft_tokens) -> None:
     """The flags' values in the schema's ranges (:data:`specsim.physics.rules.LIMITS`), each error naming its flag."""
-    for val, name, flag in ((batch, "Workload.batch", "batch"), (ctx, "Workload.ctx", "ctx"), (tp, "Parallel.tp", "tp"),
-                            (steps, "Speculation.steps", "steps"), (topk, "Speculation.topk", "topk"),
-                            (draft_tokens, "Speculation.num_draft_tokens", "draft-tokens")):
+    for val, flag in ((batch, "batch"), (ctx, "ctx"), (tp, "tp"), (steps, "steps"), (topk, "topk"),
+                      (draft_tokens, "draft-tokens")):
         if val is not None:
-            check_limit(name, val, flag)
+            check_limit(FLAG_LIMITS[flag], val, flag)
 
 
-def _check_accept(accept: float, steps: int) -> None:
+def check_accept(accept: float, steps: int, flag: str = "accept") -> None:
+    """An accept length at ``steps`` draft steps: in [1, steps + 1] (the bonus token included)."""
     if not (1.0 <= accept <= steps + 1):
-        raise SpecsimError("accept", accept, f"accept length must be in [1, steps+1] = [1, {steps + 1}] for steps={steps}")
+        raise SpecsimError(flag, accept, f"accept length must be in [1, steps+1] = [1, {steps + 1}] for steps={steps}")
 
 
 #: Per-position conditional acceptance of a well-trained EAGLE-3 head: EAGLE-3 paper
@@ -475,7 +475,7 @@ def _apply_run_overrides(data: dict, notes: list[str], fresh_acceptance: bool, m
     shape = ([min(max(float(r), SHAPE_RATE_EDGE), 1 - SHAPE_RATE_EDGE) for r in old["rates"]] if old.get("rates")
              else old.get("shape_rates"))
     if accept is not None:
-        _check_accept(accept, st)
+        check_accept(accept, st)
         data["acceptance"] = {"accept_length": accept, "shape_rates": shape, "source": "user --accept"}
     elif accept_rates is not None:
         if not accept_rates or any(not (0.0 <= r <= 1.0) for r in accept_rates):

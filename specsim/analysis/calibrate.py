@@ -336,15 +336,15 @@ def fit(
         base_ms = sc.engine.running_at_once(sc.workload.batch, False) / baseline_tok_s * 1e3
         meas.append(base_ms)
     meas += [float(c["cycle_ms"]) for c in cycles]
-    field = {"verify": "point", "baseline": "baseline-tok-s", "cycle": "cycle", **(fields or {})}
+    flag_of = {"verify": "point", "baseline": "baseline_tok_s", "cycle": "cycle", **(fields or {})}  # for error lines
+    kinds = ["verify"] * len(points) + ["baseline"] * (base_ms is not None) + ["cycle"] * len(cycles)  # one per meas
     lo_ms, hi_ms = MEASURED_MS_RANGE
-    kinds = ["verify"] * len(points) + ["baseline"] * (base_ms is not None) + ["cycle"] * len(cycles)
     for kind, ms, given in zip(kinds, meas, [pt.ms for pt in points] + [baseline_tok_s] * (base_ms is not None)
                                + [c["cycle_ms"] for c in cycles]):
         if not lo_ms <= ms <= hi_ms:  # the fit works in log time: zero, denormal or absurd times have no answer
             allowed = (f"a tokens/s that gives a decode step of {lo_ms:g} to {hi_ms:g} ms" if kind == "baseline"
                        else f"a time in [{lo_ms:g}, {hi_ms:g}] ms")
-            raise SpecsimError(field[kind], given, f"allowed: {allowed}")
+            raise SpecsimError(flag_of[kind], given, f"allowed: {allowed}")
     meas_arr = np.array(meas)
     x0 = np.log([prior[n] for n in names])
     lo = np.log([PARAMETERS[n][3] for n in names])
@@ -412,13 +412,8 @@ def fit(
     values = dict(zip(names, map(float, np.exp(sol.x))))
     fitted_p = with_x(sol.x)
     mv = _model_values(fitted_p, points, base_ms, cycles)
-    labels = [f"verify {pt.tokens} tokens" for pt in points]
-    kinds = ["verify"] * len(points)
-    if base_ms is not None:
-        labels.append("baseline decode step")
-        kinds.append("baseline")
+    labels = [f"verify {pt.tokens} tokens" for pt in points] + ["baseline decode step"] * (base_ms is not None)
     labels += [f"cycle steps={c['steps']} topk={c.get('topk') or 1} bs={c.get('batch')}" for c in cycles]
-    kinds += ["cycle"] * len(cycles)
     residuals = [
         {"what": lab, "kind": k, "tokens": (points[i].tokens if i < len(points) else None), "ms": float(m),
          "model_ms": float(v), "error_pct": float(100 * (v / m - 1))}
@@ -437,7 +432,7 @@ def fit(
     worst = max(residuals, key=lambda r: abs(r["error_pct"]), default=None)
     if worst is not None and abs(worst["error_pct"]) > MAX_RESIDUAL_PCT:
         raise SpecsimError(  # named by where the measurement came from
-            {"verify": "point", "baseline": "baseline_tok_s", "cycle": "cycle", **(fields or {})}[worst["kind"]],
+            flag_of[worst["kind"]],
             f"{worst['what']} = {worst['ms']:g} ms",
             f"the physics cannot reach it (best fit {worst['model_ms']:.3g} ms, {_pct(worst['error_pct'])}): "
             "check the units (milliseconds), the model, GPU, TP and --graph/--eager",

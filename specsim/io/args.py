@@ -17,7 +17,7 @@ import math
 import re
 
 from ..errors import SpecsimError, short_repr
-from ..physics.rules import MAX_SAMPLES
+from ..physics.rules import FLAG_LIMITS, LIMITS, MAX_SAMPLES
 
 MAX_LIST_VALUES = 100_000  # values in one flag's list or range, after expansion
 MAX_INT_FLAG = 10**15
@@ -189,24 +189,21 @@ def _not_an_integer(value, cause, param=None) -> str | None:
     return not_an_integer_message(items[0].get("input", value), getattr(param, "name", None))
 
 
-#: an int option's name -> the schema range (``rules.LIMITS``) its value must lie in
-_INT_OPTION_LIMITS = {"batch": "Workload.batch", "ctx": "Workload.ctx", "steps": "Speculation.steps",
-                      "topk": "Speculation.topk", "draft_tokens": "Speculation.num_draft_tokens", "tp": "Parallel.tp",
-                      "max_running_requests": "Engine.max_running_requests"}
+def _clipped(text: str) -> str:
+    """Whitespace folded and cut to 40 characters, for a value shown in an error line."""
+    text = " ".join(text.split())
+    return text[:37] + "..." if len(text) > 40 else text
 
 
 def not_an_integer_message(bad, option: str | None) -> str:
     """``got '1.5'; allowed: an integer in [1, 1e+06]``: the value as given (quoted where it is text) and the
-    option's own range where the schema has one, else the magnitude every int option is held to."""
-    from ..physics.rules import LIMITS
-
-    text = " ".join(str(bad).split()) if isinstance(bad, str) else short_repr(bad)
-    if len(text) > 40:
-        text = text[:37] + "..."
+    option's own range where the schema has one (:data:`~specsim.physics.rules.FLAG_LIMITS`), else the magnitude
+    every int option is held to."""
+    text = _clipped(bad if isinstance(bad, str) else short_repr(bad))
     shown = repr(text) if isinstance(bad, str) and (not text or text != str(bad) or not _numberlike(text)) else text
-    name = (option or "").lstrip("-").replace("-", "_")
-    if name in _INT_OPTION_LIMITS:
-        lo, hi = LIMITS[_INT_OPTION_LIMITS[name]]
+    flag = (option or "").lstrip("-").replace("_", "-")  # click's parameter name (draft_tokens) -> the flag
+    if flag in FLAG_LIMITS:
+        lo, hi = LIMITS[FLAG_LIMITS[flag]]
         return f"got {shown}; allowed: an integer in [{lo:g}, {hi:g}]"
     try:
         huge = abs(float(text)) > MAX_INT_FLAG
@@ -217,8 +214,7 @@ def not_an_integer_message(bad, option: str | None) -> str:
 
 def not_a_number_message(bad) -> str:
     """``got 'x'; allowed: a finite number``: a float option given text."""
-    text = " ".join(str(bad).split())
-    return f"got {repr(text[:37] + '...' if len(text) > 40 else text)}; allowed: a finite number"
+    return f"got {_clipped(str(bad))!r}; allowed: a finite number"
 
 
 def _numberlike(text: str) -> bool:

@@ -1577,9 +1577,9 @@ class _State:
             m = rx.search(line)
             if m:
                 lo, hi = _SPEC_ARG_RANGES[key]
-                if not lo <= int(m.group(1)) <= hi:
-                    return "skipped"
                 found[key] = int(m.group(1))
+                if not lo <= found[key] <= hi:
+                    return "skipped"
         if found:
             base = dict(self.cur_spec) if (self.cur_spec and "--" in line) else {}
             cfg = {"steps": None, "topk": None, "num_draft_tokens": None, **base, **found}

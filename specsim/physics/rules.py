@@ -38,6 +38,12 @@ LIMITS: dict[str, tuple[float, float]] = {
     "Workload.ctx": (0, 100_000_000),
     "Engine.max_running_requests": (1, 10_000_000),
 }
+#: a deployment flag -> the :data:`LIMITS` range its value must lie in
+FLAG_LIMITS: dict[str, str] = {
+    "batch": "Workload.batch", "ctx": "Workload.ctx", "tp": "Parallel.tp", "steps": "Speculation.steps",
+    "topk": "Speculation.topk", "draft-tokens": "Speculation.num_draft_tokens",
+    "max-running-requests": "Engine.max_running_requests",
+}
 
 
 def bounds(name: str) -> dict[str, float]:

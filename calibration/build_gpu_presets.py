@@ -1,11 +1,12 @@
-"""Write the measured H200 profile's fits into the GPU and engine presets.
+"""Write the measured GPU profiles' fits into the GPU and engine presets.
 
     python calibration/build_gpu_presets.py     # rewrites models/gpus.json and models/engines.json in place
 
 The ``h200`` preset takes every fitted value from ``models/profiles/h200.json`` (measured with
-``specsim measure gpu`` on one H200; see models/profiles/README.md). The other GPUs have no
-profile yet: Hopper parts (H100, H20) carry the H200's per-kernel efficiencies over (same SM and
-memory system generation), the rest carry them as an assumption, except values measured in public
+``specsim measure gpu`` on one H200; see models/profiles/README.md), and so does every GPU with a
+profile of its own (``models/profiles/<key>.json``: the H100) for its GPU values. The others have no
+profile: Hopper parts (H20) carry the H200's per-kernel efficiencies over (same SM and memory
+system generation), the rest carry them as an assumption, except values measured in public
 (``PUBLISHED``: the RTX 3090's GEMM efficiency and bandwidth); rates that scale with memory
 bandwidth (the vocabulary pass) scale by the datasheet bandwidth ratio. Every value says which.
 The engine presets take the measured graph-replay, eager-launch and attention-bandwidth values, and
@@ -33,6 +34,8 @@ PROFILE = "models/profiles/h200.json"
 EAGER_FORWARDS = "calibration/datasets/h200-llama-3.1-8b-forwards-eager-ctx2048.json"
 HOPPER = ("h100", "h20")
 CARRIED = ("b200", "a100", "rtx3090")
+#: GPUs without a profile that carry another measured GPU's per-kernel values (same chip): {gpu: profiled gpu}
+SAME_CHIP = {"h100-pcie": "h100"}
 SCALES_WITH_BANDWIDTH = ("vocab_pass_bytes_per_s",)
 ENGINES_TAKING_LAUNCH = ("sglang", "sglang-v2", "vllm", "vllm-v0", "torch-graph")
 TORCH_KERNEL_ENGINES = ("torch-graph", "hf-transformers")  # attention through torch SDPA (FlashAttention-2)
@@ -58,6 +61,8 @@ PUBLISHED = {
 SM_COUNTS = {
     "h100": (132, "NVIDIA H100 Tensor Core GPU Architecture whitepaper: H100 SXM5 has 132 SMs "
                   "(https://resources.nvidia.com/en-us-tensor-core/gtc22-whitepaper-hopper)"),
+    "h100-pcie": (114, "NVIDIA H100 Tensor Core GPU Architecture whitepaper: H100 PCIe has 114 SMs "
+                       "(https://resources.nvidia.com/en-us-tensor-core/gtc22-whitepaper-hopper)"),
     "h200": (132, "the H100 SXM5's GH100 configuration (132 SMs, H100 whitepaper https://resources.nvidia.com/en-us-tensor-core/"
                   "gtc22-whitepaper-hopper) with HBM3e; 132 read by torch on the H200 measured here "
                   "(calibration/datasets/h200-sglang-fused-moe.json provenance sm_count)"),
@@ -99,7 +104,8 @@ def write_moe_grid(gpus: dict, engines: dict) -> dict:
             if key == "h200":
                 g["sources"][name] = src
             else:
-                kind = "same Hopper SM and memory generation" if key in HOPPER else "assumed: not measured on this GPU"
+                kind = ("same Hopper SM and memory generation" if key in HOPPER + tuple(SAME_CHIP)
+                        else "assumed: not measured on this GPU")
                 g["sources"][name] = f"H200 value carried over ({kind}) until this GPU is measured; {src}"
     for key, entry in engines.items():
         if key in MOE_TRITON_ENGINES:
@@ -116,6 +122,7 @@ def main() -> None:
     fit = fit_profile(prof, h200)
     when = prof["provenance"]["date_utc"][:10]
     src_meas = f"fitted to {PROFILE} (specsim measure gpu, one NVIDIA H200, {when}; fit residuals in its README)"
+    own = own_profile_fits()
     gpus = json.loads((ROOT / "models" / "gpus.json").read_text())
     for key, entry in gpus.items():
         if key.startswith("_"):
@@ -124,6 +131,19 @@ def main() -> None:
         for name, v in fit.gpu.items():
             if key == "h200":
                 g[name], g["sources"][name] = v, src_meas
+                continue
+            if key in own:
+                g[name], g["sources"][name] = own[key][0].gpu[name], own[key][1]
+                continue
+            if SAME_CHIP.get(key) in own:
+                base = SAME_CHIP[key]
+                v_own = own[base][0].gpu[name]
+                base_bw = gpus[base]["gpu"]["hbm_bytes_per_s"]
+                scaled = name in SCALES_WITH_BANDWIDTH
+                g[name] = v_own * g["hbm_bytes_per_s"] / base_bw if scaled else v_own
+                g["sources"][name] = (f"{base} value {'scaled by the datasheet bandwidth ratio' if scaled else 'carried over'} "
+                                      f"(the same GH100 chip with HBM2e, 114 SMs and lower clocks: assumed) until this GPU "
+                                      f"is profiled; {own[base][1]}")
                 continue
             if key not in HOPPER + CARRIED:
                 continue
@@ -183,6 +203,24 @@ def main() -> None:
     print(json.dumps(fit.to_dict(), indent=1))
     print(json.dumps({"moe_grid": moe["values"], "fitted": moe["fitted"]}, indent=1))
 
+
+
+def own_profile_fits() -> dict:
+    """GPU preset key -> (fit, source text) for every GPU other than the H200 with a measured profile of its own
+    (``models/profiles/<key>.json``): its per-kernel GPU values come from that fit instead of the H200's. The engine
+    presets keep the H200 profile's values (graph replay, eager launch and attention shares are one per engine)."""
+    out = {}
+    for path in sorted((ROOT / "models" / "profiles").glob("*.json")):
+        key = path.stem
+        if key == "h200":
+            continue
+        prof = json.loads(path.read_text())
+        gpu, _ = get_gpu(key)
+        pv = prof["provenance"]
+        out[key] = (fit_profile(prof, gpu),
+                    f"fitted to models/profiles/{path.name} (specsim measure gpu, one {pv['gpu_name']}, {pv['date_utc'][:10]}; "
+                    f"fit residuals in models/profiles/README.md)")
+    return out
 
 def fit_eager_dispatch(eager_launch_us: float) -> tuple[float, int]:
     """Host time per kernel of an eager model forward beyond the bare launch (us), and the points it rests on.

@@ -126,7 +126,7 @@ ScenarioOpt = typer.Option(None, "--scenario", "-s", help="built-in scenario nam
                            "(default kimi-k2.5-seed)")
 ModelOpt = typer.Option(None, "--model", help="model preset (see `specsim scenarios`) or path to a Hugging Face "
                         "config.json; a new deployment built from presets")
-GpuOpt = typer.Option(None, "--gpu", help="GPU preset: h100, h200, b200, h20, a100, rtx3090")
+GpuOpt = typer.Option(None, "--gpu", help="GPU preset: h100, h100-pcie, h200, b200, h20, a100, rtx3090")
 TpOpt = typer.Option(None, "--tp", help="tensor-parallel size (must divide the attention heads)")
 EngineOpt = typer.Option(None, "--engine", help="engine preset: sglang, sglang-v2, vllm, vllm-v0, hf-transformers, "
                          "torch-graph (a new deployment)")

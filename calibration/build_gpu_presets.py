@@ -9,7 +9,9 @@ profile: Hopper parts (H20) carry the H200's per-kernel efficiencies over (same 
 system generation), the rest carry them as an assumption, except values measured in public
 (``PUBLISHED``: the RTX 3090's GEMM efficiency and bandwidth); rates that scale with memory
 bandwidth (the vocabulary pass) scale by the datasheet bandwidth ratio. Every value says which.
-The engine presets take the measured graph-replay, eager-launch and attention-bandwidth values, and
+The kernel costs engines share on one GPU (graph node gap, attention bandwidth shares:
+``GPU_MEASURED_ENGINE_FIELDS``) go into each GPU preset from its own profile, and the engine presets name
+none (None: the GPU's). The engine presets take the measured graph-replay fixed and eager-launch values, and
 the host time per kernel of an eager model forward beyond the bare launch (``eager_dispatch_us``)
 from the measured eager Llama-3.1-8B forwards at batch 1 (:func:`fit_eager_dispatch`).
 Then the fused-MoE kernel's parameters fitted to SGLang's kernel measured on the H200
@@ -29,6 +31,7 @@ sys.path.insert(0, str(ROOT))
 
 from specsim.analysis.profile_fit import fit_profile  # noqa: E402
 from specsim.io.presets import get_gpu  # noqa: E402
+from specsim.physics.params import GPU_MEASURED_ENGINE_FIELDS  # noqa: E402
 
 PROFILE = "models/profiles/h200.json"
 EAGER_FORWARDS = "calibration/datasets/h200-llama-3.1-8b-forwards-eager-ctx2048.json"
@@ -128,16 +131,16 @@ def main() -> None:
         if key.startswith("_"):
             continue
         g = entry["gpu"]
-        for name, v in fit.gpu.items():
+        for name, v in gpu_values(fit).items():
             if key == "h200":
                 g[name], g["sources"][name] = v, src_meas
                 continue
             if key in own:
-                g[name], g["sources"][name] = own[key][0].gpu[name], own[key][1]
+                g[name], g["sources"][name] = gpu_values(own[key][0])[name], own[key][1]
                 continue
             if SAME_CHIP.get(key) in own:
                 base = SAME_CHIP[key]
-                v_own = own[base][0].gpu[name]
+                v_own = gpu_values(own[base][0])[name]
                 base_bw = gpus[base]["gpu"]["hbm_bytes_per_s"]
                 scaled = name in SCALES_WITH_BANDWIDTH
                 g[name] = v_own * g["hbm_bytes_per_s"] / base_bw if scaled else v_own
@@ -167,9 +170,13 @@ def main() -> None:
                     continue  # FlashInfer / FA3 schedulers balance the sequence split at any batch
             elif name != "attention_mem_efficiency" and key not in ENGINES_TAKING_LAUNCH:
                 continue  # hf-transformers keeps its own eager-launch measurement
+            if name in GPU_MEASURED_ENGINE_FIELDS:  # a kernel cost of the GPU: each GPU preset carries its own
+                e[name] = None
+                e["sources"][name] = (f"None: the GPU preset's measured value (gpu.{name} in models/gpus.json; the h200's "
+                                      f"is {v:.4g}, {src_meas})")
+                continue
             e[name] = v
-            e["sources"][name] = (f"{src_meas}; torch SDPA flash kernel with GQA packing, as engines pack it"
-                                  if name == "attention_mem_efficiency" else src_meas)
+            e["sources"][name] = src_meas
     dispatch_us, n_points = fit_eager_dispatch(engines["torch-graph"]["engine"]["eager_launch_us"])
     measured = (f"measured: eager Llama-3.1-8B forwards on one H200 at batch 1, ctx 2048 take a median "
                 f"{dispatch_us + engines['torch-graph']['engine']['eager_launch_us']:.1f} us of host time per kernel over "
@@ -203,6 +210,14 @@ def main() -> None:
     print(json.dumps(fit.to_dict(), indent=1))
     print(json.dumps({"moe_grid": moe["values"], "fitted": moe["fitted"]}, indent=1))
 
+
+
+def gpu_values(fit) -> dict:
+    """A profile fit's values that belong in a GPU preset: its per-kernel GPU values and the kernel costs measured on
+    it that engine presets take from their GPU (``GPU_MEASURED_ENGINE_FIELDS``: graph node gap, attention bandwidth
+    shares; the same torch kernels on the H100 reach 0.96 / 0.76 of its datasheet bandwidth against the H200's 0.93 /
+    0.52, and the no-split plateau runs at ~2.5 TB/s on both)."""
+    return {**fit.gpu, **{k: fit.engine[k] for k in GPU_MEASURED_ENGINE_FIELDS if k in fit.engine}}
 
 
 def own_profile_fits() -> dict:

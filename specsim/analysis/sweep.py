@@ -255,7 +255,8 @@ def sweep(
             g, ar = get_gpu(name)
             gpu_names.append(g.name)
             are = sc.parallel.allreduce_eager or ar  # no eager path of its own: the graph path's implementation
-            for k, v in gpu_params(g, sc.target.dtypes, sc.draft.dtype, sc.engine.moe_fp8_block_scales).items():
+            for k, v in gpu_params(g, sc.target.dtypes, sc.draft.dtype, sc.engine.moe_fp8_block_scales,
+                                   sc.engine).items():
                 cols.setdefault(k, []).append(v)
             at_tp = [allreduce_path_params(ar, are, int(t)) for t in tps]  # latencies, bandwidths, limits by TP
             for k in at_tp[0]:

@@ -27,9 +27,16 @@ def block_scaled(dtypes, block_scales: bool) -> bool:
     return dtypes.routed_experts in ("fp8", "int8") and bool(block_scales)
 
 
-def gpu_params(g, dtypes, draft_dtype: str, block_scales: bool = True) -> Params:
-    """The accelerator's numbers the cost model reads (one place: scenarios and sweep GPU axes)."""
+#: kernel costs a GPU preset measured that an engine takes unless it sets its own (None in the engine)
+GPU_MEASURED_ENGINE_FIELDS = ("graph_node_us", "attention_mem_efficiency", "attention_unsplit_efficiency")
+
+
+def gpu_params(g, dtypes, draft_dtype: str, block_scales: bool = True, engine=None) -> Params:
+    """The accelerator's numbers the cost model reads (one place: scenarios and sweep GPU axes); with ``engine``,
+    its own values of the GPU-measured kernel costs (``GPU_MEASURED_ENGINE_FIELDS``) where it sets them."""
+    own = {} if engine is None else {k: getattr(engine, k) for k in GPU_MEASURED_ENGINE_FIELDS}
     return {
+        **{k: own[k] if own.get(k) is not None else getattr(g, k) for k in GPU_MEASURED_ENGINE_FIELDS},
         "hbm_bytes_per_s": g.hbm_bytes_per_s,
         "mem_efficiency": g.mem_efficiency,
         "flop_efficiency": g.flop_efficiency,
@@ -130,7 +137,7 @@ def scenario_params(sc: Scenario) -> Params:
     a, dt = t.attention, t.dtypes
     ar_eager = par.allreduce_eager or par.allreduce
     p: Params = {
-        **gpu_params(g, dt, d.dtype, e.moe_fp8_block_scales),
+        **gpu_params(g, dt, d.dtype, e.moe_fp8_block_scales, e),
         # parallelism and collectives
         "tp": float(par.tp),
         # each path's all-reduce, and the implementations messages past its size limits take (custom one-shot ->
@@ -183,7 +190,6 @@ def scenario_params(sc: Scenario) -> Params:
         "graph_draft": float(e.graph_draft),
         "graph_draft_extend": float(e.graph_draft_extend),
         "graph_fixed_us": e.graph_fixed_us,
-        "graph_node_us": e.graph_node_us,
         "eager_launch_us": e.eager_launch_us,
         "eager_dispatch_us": e.eager_dispatch_us,
         "multi_token_kernels_per_layer": float(e.multi_token_kernels_per_layer),
@@ -223,13 +229,11 @@ def scenario_params(sc: Scenario) -> Params:
         **small_kernel_params(sc),
         "fused_projections": float(e.fused_projections),
         "mla_absorbed": float(e.mla_absorbed),
-        "attention_mem_efficiency": e.attention_mem_efficiency,
         "attention_flop_efficiency": e.attention_flop_efficiency,
         "attention_unpacked_decode": float(e.attention_kv_reads == "per_q_head"),
         "attention_unpacked_multi_token": float(e.attention_kv_reads != "per_kv_head"),
         "static_cache_headroom_tokens": float(e.static_cache_headroom_tokens),
         "attention_unsplit_items": e.attention_unsplit_items,
-        "attention_unsplit_efficiency": e.attention_unsplit_efficiency,
         # requests running at once (the rest queue): the plain decode's cap, and speculation's (the launch's own cap,
         # else the engine's speculative default)
         "running_cap": float(e.running_cap(False) or NO_RUNNING_CAP),

@@ -186,6 +186,17 @@ class GPU(GPUMethods, _Model):
     moe_cta_tile_us_fp8: float = Field(
         1.022, ge=0, le=1e3, description="the same for block-scaled fp8 / int8 tiles (the K loop loads per-block scales "
         "and rescales the accumulator each step)")
+    # kernel costs measured on this GPU (its profile) that an engine preset takes unless it names its own (None there)
+    graph_node_us: float = Field(
+        1.0, ge=0, le=1e6, description="GPU-side gap per kernel of a replayed CUDA graph, measured on this GPU: the value of "
+        "every engine whose graph_node_us is None")
+    attention_mem_efficiency: float = Field(
+        0.6, ge=MIN_EFFICIENCY, le=1, description="achieved/datasheet HBM BW of a packed-GQA flash attention kernel over the "
+        "KV cache, measured on this GPU: the value of every engine whose attention_mem_efficiency is None")
+    attention_unsplit_efficiency: float = Field(
+        1.0, ge=MIN_EFFICIENCY, le=1, description="achieved/datasheet HBM BW of torch's flash attention once it stops "
+        "splitting the KV sequence (above the engine's attention_unsplit_items), measured on this GPU: the value of every "
+        "engine whose attention_unsplit_efficiency is None")
     sources: dict[str, str] = Field(default_factory=dict)
 
     @field_validator("peak_flops")
@@ -389,8 +400,8 @@ class Engine(EngineMethods, _Model):
     graph_draft: bool = Field(True, description="draft steps replay one CUDA graph")
     graph_draft_extend: bool = Field(True, description="draft-extend replays a CUDA graph")
     graph_fixed_us: float = Field(15.4, ge=0, le=1e6, description="fixed cost of one graph replay (launch + sync)")
-    graph_node_us: float = Field(1.0, ge=0, le=1e6, description="GPU-side gap per kernel: a captured node's replay cost, "
-                                "and the gap between queued eager kernels")
+    graph_node_us: float | None = Field(None, ge=0, le=1e6, description="GPU-side gap per kernel: a captured node's replay "
+                                       "cost, and the gap between queued eager kernels; None: the GPU's measured value")
     eager_launch_us: float = Field(9.0, ge=0, le=1e6, description="host launch cost per eagerly launched kernel")
     eager_dispatch_us: float = Field(
         0.0, ge=0, le=1e6,
@@ -520,13 +531,16 @@ class Engine(EngineMethods, _Model):
     attention_unsplit_items: float = Field(
         1e9, gt=0, le=1e9, description="(request x KV head) work items above which the attention kernel stops splitting "
                                        "the KV sequence across SMs (torch/FA2 heuristic); 1e9: never (balanced schedulers)")
-    attention_unsplit_efficiency: float = Field(
-        1.0, ge=MIN_EFFICIENCY, le=1, description="achieved/datasheet HBM BW of attention above attention_unsplit_items")
+    attention_unsplit_efficiency: float | None = Field(
+        None, ge=MIN_EFFICIENCY, le=1, description="achieved/datasheet HBM BW of attention above attention_unsplit_items; "
+                                                   "None: the GPU's measured value (torch's flash kernel)")
     static_cache_headroom_tokens: int = Field(
         0, ge=0, le=10_000_000, description="a static KV cache preallocated this far past the context; attention reads all of it")
     attention_flop_efficiency: float = Field(
         0.75, ge=MIN_EFFICIENCY, le=1, description="achieved/peak FLOP/s of the attention kernels once compute-bound (FA3 ~0.75, FA2 ~0.35)")
-    attention_mem_efficiency: float = Field(0.6, ge=MIN_EFFICIENCY, le=1, description="achieved/datasheet HBM BW of attention over the KV cache")
+    attention_mem_efficiency: float | None = Field(
+        None, ge=MIN_EFFICIENCY, le=1, description="achieved/datasheet HBM BW of attention over the KV cache; None: the GPU's "
+                                                   "measured value (a packed-GQA flash kernel)")
     max_running_requests: int | None = Field(
         None, **bounds("Engine.max_running_requests"), description="requests the scheduler runs at once, speculation on or off (SGLang "
                                                "--max-running-requests, vLLM max_num_seqs); the rest wait in the queue; "

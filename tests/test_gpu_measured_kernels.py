@@ -1,0 +1,61 @@
+"""Kernel costs measured on each GPU (graph node gap, attention bandwidth shares) live in the GPU preset; an
+engine preset takes them unless it names its own, and calibration's value wins over both."""
+
+import json
+from pathlib import Path
+
+import pytest
+
+import specsim
+from specsim.analysis.calibrate import apply_parameters
+from specsim.analysis.sweep import sweep
+from specsim.physics.params import GPU_MEASURED_ENGINE_FIELDS, scenario_params
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _fit(gpu: str):
+    from specsim.analysis.profile_fit import fit_profile
+    from specsim.io.presets import get_gpu
+
+    return fit_profile(json.loads((ROOT / "models" / "profiles" / f"{gpu}.json").read_text()), get_gpu(gpu)[0])
+
+
+@pytest.mark.parametrize("gpu", ["h100", "h200"])
+def test_each_profiled_gpu_carries_its_own_profile_values(gpu):
+    fit = _fit(gpu)
+    g = specsim.build_scenario(model="llama-3.1-8b", gpu=gpu, tp=1, engine="torch-graph").gpu
+    for name in GPU_MEASURED_ENGINE_FIELDS:
+        assert getattr(g, name) == pytest.approx(fit.engine[name], rel=1e-6), name
+        assert f"models/profiles/{gpu}.json" in g.sources[name]
+
+
+def test_the_h100_and_h200_read_different_attention_and_node_costs():
+    h100, h200 = (scenario_params(specsim.build_scenario(model="llama-3.1-8b", gpu=g, tp=1, engine="torch-graph"))
+                  for g in ("h100", "h200"))
+    assert h100["attention_unsplit_efficiency"] > 1.3 * h200["attention_unsplit_efficiency"]
+    assert h100["graph_node_us"] > h200["graph_node_us"]
+    # the no-split plateau is one absolute rate on the same chip: ~2.5 TB/s on both
+    rate = [p["attention_unsplit_efficiency"] * p["hbm_bytes_per_s"] for p in (h100, h200)]
+    assert rate[0] == pytest.approx(rate[1], rel=0.05)
+
+
+def test_an_engine_value_of_its_own_and_a_calibrated_one_win_over_the_gpus():
+    hf = specsim.build_scenario(model="llama-3.1-8b", gpu="h100", tp=1, engine="hf-transformers")
+    assert hf.engine.graph_node_us == 1.0 and scenario_params(hf)["graph_node_us"] == 1.0
+    sc = specsim.build_scenario(model="llama-3.1-8b", gpu="h100", tp=1, engine="sglang")
+    assert sc.engine.attention_mem_efficiency is None
+    fitted = apply_parameters(sc, {"attention_mem_efficiency": 0.5, "graph_node_us": 2.5})
+    p = scenario_params(fitted)
+    assert p["attention_mem_efficiency"] == 0.5 and p["graph_node_us"] == 2.5
+
+
+@pytest.mark.parametrize("engine", ["sglang", "hf-transformers"])  # the GPU's node gap, and an engine's own
+def test_a_gpu_swap_takes_the_new_gpus_measured_costs_in_scenarios_and_sweep_grids(engine):
+    base = specsim.build_scenario(model="llama-3.1-8b", gpu="h200", tp=1, engine=engine)
+    swapped = specsim.build_scenario(base, gpu="h100")
+    own = base.engine.graph_node_us
+    assert scenario_params(swapped)["graph_node_us"] == (own if own is not None else swapped.gpu.graph_node_us)
+    grid = sweep(base, steps=[2], gpu=["h100", "h200"])
+    one = [specsim.predict(specsim.build_scenario(base, gpu=g), steps=2).tok_s for g in ("h100", "h200")]
+    assert sorted(float(x) for x in grid.columns["tok_s"]) == pytest.approx(sorted(one), rel=1e-9)

@@ -14,10 +14,11 @@ The kernel costs engines share on one GPU (graph node gap, attention bandwidth s
 none (None: the GPU's). The engine presets take the measured graph-replay fixed and eager-launch values, and
 the host time per kernel of an eager model forward beyond the bare launch (``eager_dispatch_us``)
 from the measured eager Llama-3.1-8B forwards at batch 1 (:func:`fit_eager_dispatch`).
-Then the fused-MoE kernel's parameters fitted to SGLang's kernel measured on the H200
-(``calibration/kernels/compare.py``, :func:`fit_moe_grid`): the per-CTA streaming rates and SM-time per
-CTA into the GPU presets (carried to the other GPUs as above), the bandwidth shares of its tiles into
-the engines that run that kernel; every GPU's SM count from its datasheet (``SM_COUNTS``).
+Then the fused-MoE kernel's parameters (:func:`write_moe_grid`, :func:`specsim.analysis.moe_fit.fit`) fitted to
+SGLang's kernel measured on each GPU that has it (``calibration/datasets/<gpu>-sglang-fused-moe.json``: the H200
+and the H100): the per-CTA streaming rates, SM time per CTA and the two tile bandwidth shares into that GPU's
+preset (the same chip's other parts carry it, the rest carry the H200's), the engines that run the kernel naming
+none of their own; every GPU's SM count from its datasheet (``SM_COUNTS``).
 """
 
 from __future__ import annotations
@@ -83,40 +84,49 @@ MOE_TRITON_ENGINES = ("sglang", "sglang-v2", "vllm", "vllm-v0")
 
 
 def write_moe_grid(gpus: dict, engines: dict) -> dict:
-    """The fused-MoE fit into the presets (in place), fitted on the presets as they are on disk (write the
-    profile's values first); returns the fit."""
-    sys.path.insert(0, str(ROOT / "calibration" / "kernels"))
-    import compare
-
+    """The fused-MoE fits into the presets (in place), fitted on the presets as they are on disk (write the
+    profile's values first): each GPU with SGLang's kernel measured on it (``calibration/datasets/<gpu>-sglang-fused-
+    moe.json``: the H200 and the H100) takes its own fit, the same chip's other parts (``SAME_CHIP``) carry it, the
+    rest carry the H200's; returns the H200's fit."""
+    from specsim.analysis import moe_fit
     from specsim.io import presets
 
     presets._json.cache_clear()
-    compare._moe_points.cache_clear()
-    fit = compare.fit_moe_grid("sglang")
-    src = (f"fitted by calibration/kernels/compare.py --fit-moe-grid (fit_moe_grid) to the 132 points of "
-           f"calibration/datasets/h200-sglang-fused-moe.json (SGLang v0.5.6's fused MoE Triton kernel on one H200, "
-           f"each point costed on the grid it ran; MAPE {fit['fitted']['mape_pct']:.1f} %)")
+    fits = {}
+    for key in gpus:
+        path = ROOT / "calibration" / "datasets" / f"{key}-sglang-fused-moe.json"
+        if key.startswith("_") or not path.is_file():
+            continue
+        d = json.loads(path.read_text())
+        f = moe_fit.fit(moe_fit.point_params(d["points"], "sglang", key))
+        fits[key] = (f, f"fitted by calibration/build_gpu_presets.py (write_moe_grid, specsim.analysis.moe_fit.fit) to the "
+                        f"{f['fitted']['points']} points of calibration/datasets/{path.name} (SGLang v0.5.6's fused MoE "
+                        f"Triton kernel on one {d['provenance']['gpu']}, each point costed on the grid it ran; MAPE "
+                        f"{f['fitted']['mape_pct']:.1f} %)")
     for key, entry in gpus.items():
         if key.startswith("_"):
             continue
         g = entry["gpu"]
         g["sm_count"], g["sources"]["sm_count"] = SM_COUNTS[key]
-        for name in ("moe_cta_bytes_per_s", "moe_cta_bytes_per_s_fp8", "moe_cta_exit_us", "moe_cta_tile_us",
-                     "moe_cta_tile_us_fp8"):
-            g[name] = round(fit["values"][name], 4 if "_us" in name else -7)
-            if key == "h200":
+        base = key if key in fits else SAME_CHIP.get(key) if SAME_CHIP.get(key) in fits else "h200"
+        f, src = fits[base]
+        for name, v in f["values"].items():
+            g[name] = round(v, 4 if "_us" in name else 3 if "efficiency" in name else -7)
+            if base == key:
                 g["sources"][name] = src
             else:
-                kind = ("same Hopper SM and memory generation" if key in HOPPER + tuple(SAME_CHIP)
-                        else "assumed: not measured on this GPU")
-                g["sources"][name] = f"H200 value carried over ({kind}) until this GPU is measured; {src}"
+                kind = ("the same GH100 chip: assumed" if base != "h200" else "same Hopper SM and memory generation"
+                        if key in HOPPER + tuple(SAME_CHIP) else "assumed: not measured on this GPU")
+                g["sources"][name] = f"{base} value carried over ({kind}) until this GPU is measured; {src}"
     for key, entry in engines.items():
         if key in MOE_TRITON_ENGINES:
             e = entry["engine"]
             for name in ("moe_mem_efficiency", "moe_wide_tile_mem_efficiency"):
-                e[name] = round(fit["values"][name], 3)
-                e["sources"][name] = src + (" [vllm: the same kernel, assumed]" if key.startswith("vllm") else "")
-    return fit
+                e[name] = None
+                e["sources"][name] = (f"None: the GPU preset's measured value (gpu.{name} in models/gpus.json: SGLang's "
+                                      f"fused MoE Triton kernel on each GPU measured, the h200's {fits['h200'][0]['values'][name]:.3f})"
+                                      + (" [vllm: the same kernel, assumed]" if key.startswith("vllm") else ""))
+    return fits["h200"][0]
 
 
 def main() -> None:

@@ -59,16 +59,19 @@ def test_int4_experts_take_the_w4a16_bandwidth_prior():
     """A fresh deployment whose routed experts are INT4 starts from the engine's W4A16 prior (public
     kernel timings), every other model from the bf16 one; the scenario's one field is what calibration moves."""
     from specsim.analysis.build import build_scenario
-    from specsim.io.presets import get_engine
+    from specsim.io.presets import get_engine, get_gpu
+    from specsim.physics.params import scenario_params
 
     eng = get_engine("sglang")
-    assert eng.moe_mem_efficiency_int4 is not None and eng.moe_mem_efficiency_int4 < eng.moe_mem_efficiency
+    assert eng.moe_mem_efficiency is None  # the bf16 kernel's share is the GPU's measured one
+    assert eng.moe_mem_efficiency_int4 is not None and eng.moe_mem_efficiency_int4 < get_gpu("h200")[0].moe_mem_efficiency
     kimi = build_scenario(model="kimi-k2.5", gpu="h200", tp=8)
     assert kimi.target.dtypes.routed_experts == "int4"
     assert kimi.engine.moe_mem_efficiency == eng.moe_mem_efficiency_int4
     assert "INT4" in kimi.engine.sources["moe_mem_efficiency"]
     qwen = build_scenario(model="qwen3-30b-a3b", gpu="h200", tp=1)
-    assert qwen.engine.moe_mem_efficiency == eng.moe_mem_efficiency
+    assert qwen.engine.moe_mem_efficiency is None
+    assert scenario_params(qwen)["moe_mem_efficiency"] == qwen.gpu.moe_mem_efficiency
     qwen4 = build_scenario(model="qwen3-30b-a3b", gpu="h200", tp=1, dtype="int4")
     assert qwen4.engine.moe_mem_efficiency == eng.moe_mem_efficiency_int4
     # an engine without an INT4 prior keeps its one value

@@ -28,7 +28,8 @@ def block_scaled(dtypes, block_scales: bool) -> bool:
 
 
 #: kernel costs a GPU preset measured that an engine takes unless it sets its own (None in the engine)
-GPU_MEASURED_ENGINE_FIELDS = ("graph_node_us", "attention_mem_efficiency", "attention_unsplit_efficiency")
+GPU_MEASURED_ENGINE_FIELDS = ("graph_node_us", "attention_mem_efficiency", "attention_unsplit_efficiency",
+                              "moe_mem_efficiency", "moe_wide_tile_mem_efficiency")
 
 
 def gpu_params(g, dtypes, draft_dtype: str, block_scales: bool = True, engine=None) -> Params:
@@ -215,7 +216,6 @@ def scenario_params(sc: Scenario) -> Params:
         "overlap_scheduler_baseline": float(e.overlap_scheduler_baseline),
         "continuous_decode_steps": float(e.continuous_decode_steps),
         "moe_per_token_kernel": float(e.moe_kernel == "per_token"),
-        "moe_mem_efficiency": e.moe_mem_efficiency,
         # the Triton fused-MoE tiles and CTA grid: measured for bf16 and fp8 experts (W4A16 kernels keep the share alone)
         "moe_triton_tiles": float(e.moe_tiles != "none" and e.moe_kernel == "fused"
                                   and dt.routed_experts in ("bf16", "fp16", "fp8", "int8")),
@@ -223,7 +223,6 @@ def scenario_params(sc: Scenario) -> Params:
         "moe_tuned_config": float(e.moe_config == "tuned"),
         "moe_fp8_tiles": float(dt.routed_experts == "fp8"),
         "moe_block_scaled": float(block_scaled(dt, e.moe_fp8_block_scales)),  # its CTAs take the _fp8 numbers
-        "moe_wide_tile_mem_efficiency": e.moe_wide_tile_mem_efficiency,
         "per_token_traffic_factor": e.per_token_traffic_factor,
         "small_kernel_factor": e.small_kernel_factor,
         **small_kernel_params(sc),

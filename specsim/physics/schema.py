@@ -197,6 +197,12 @@ class GPU(GPUMethods, _Model):
         1.0, ge=MIN_EFFICIENCY, le=1, description="achieved/datasheet HBM BW of torch's flash attention once it stops "
         "splitting the KV sequence (above the engine's attention_unsplit_items), measured on this GPU: the value of every "
         "engine whose attention_unsplit_efficiency is None")
+    moe_mem_efficiency: float = Field(
+        0.6, ge=MIN_EFFICIENCY, le=1, description="achieved/datasheet HBM BW of SGLang's fused MoE Triton kernel's weight "
+        "stream at small widths, measured on this GPU: the value of every engine whose moe_mem_efficiency is None")
+    moe_wide_tile_mem_efficiency: float = Field(
+        0.566, ge=MIN_EFFICIENCY, le=1, description="the same for the bf16 default config's 64 x 64 x 32 tiles, measured on "
+        "this GPU: the value of every engine whose moe_wide_tile_mem_efficiency is None")
     sources: dict[str, str] = Field(default_factory=dict)
 
     @field_validator("peak_flops")
@@ -506,7 +512,9 @@ class Engine(EngineMethods, _Model):
         "code for it launches beyond the defaults")
     fused_projections: bool = Field(True, description="qkv and gate_up run as one GEMM each")
     mla_absorbed: bool = Field(True, description="MLA attention over the latent cache (SGLang); False: per-head K/V")
-    moe_mem_efficiency: float = Field(0.6, ge=MIN_EFFICIENCY, le=1, description="achieved/datasheet HBM BW of routed-expert GEMMs at small widths")
+    moe_mem_efficiency: float | None = Field(
+        None, ge=MIN_EFFICIENCY, le=1, description="achieved/datasheet HBM BW of routed-expert GEMMs at small widths; None: "
+                                                   "the GPU's measured value (SGLang's fused MoE Triton kernel)")
     moe_tiles: Literal["none", "sglang-triton", "vllm-triton"] = Field(
         "none", description="how the routed-expert GEMM is tiled: 'sglang-triton' - SGLang's fused MoE Triton kernel with "
         "its config rule (a tuned table, else get_default_config) and its CTA grid, launched for the worst-case padding; "
@@ -519,9 +527,9 @@ class Engine(EngineMethods, _Model):
         True, description="with moe_tiles: fp8 / int8 experts carry block-wise scales (128 x 128; the K loop loads them, "
         "so a CTA streams at moe_cta_bytes_per_s_fp8), else per-tensor or per-channel ones (it streams as bf16 tiles do); "
         "the scenario builder sets it from the model's target.moe.fp8_scales")
-    moe_wide_tile_mem_efficiency: float = Field(
-        0.566, ge=MIN_EFFICIENCY, le=1, description="achieved/datasheet HBM BW of the bf16 default config's 64 x 64 x 32 tiles (SGLang "
-        "get_default_config above tokens = experts), in place of moe_mem_efficiency")
+    moe_wide_tile_mem_efficiency: float | None = Field(
+        None, ge=MIN_EFFICIENCY, le=1, description="achieved/datasheet HBM BW of the bf16 default config's 64 x 64 x 32 tiles "
+        "(SGLang get_default_config above tokens = experts), in place of moe_mem_efficiency; None: the GPU's measured value")
     moe_mem_efficiency_int4: float | None = Field(
         None, ge=MIN_EFFICIENCY, le=1, description="the same for routed experts stored as INT4 (W4A16 kernels): a preset prior the "
         "scenario builder puts in moe_mem_efficiency when the model's routed experts are int4")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import subprocess
 import sys
 from pathlib import Path
 from types import SimpleNamespace
@@ -241,9 +242,16 @@ def test_figures_are_deterministic():
     assert a == b
 
 
-def test_example_plan_script_exists():
+def test_committed_founding_case_plan_is_what_the_script_writes(tmp_path):
+    """examples/founding_case_plan.{md,html} are regenerated, never hand-kept: a physics change that moves
+    a number must come with `python examples/make_founding_case_plan.py`."""
     root = Path(__file__).resolve().parents[1]
-    assert (root / "examples" / "make_founding_case_plan.py").is_file()
+    script = root / "examples" / "make_founding_case_plan.py"
+    subprocess.run([sys.executable, str(script), "--out-dir", str(tmp_path)], check=True, capture_output=True)
+    for name in ("founding_case_plan.md", "founding_case_plan.html"):
+        committed = (root / "examples" / name).read_bytes()
+        assert (tmp_path / name).read_bytes() == committed, (
+            f"examples/{name} is stale: run python examples/make_founding_case_plan.py")
 
 
 def test_measurements_from_other_conditions_are_not_compared(monkeypatch):

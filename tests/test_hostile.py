@@ -239,12 +239,12 @@ def test_named_case_is_refused_in_one_line(capsys, files, argv, field):
 
 
 @pytest.mark.parametrize("argv, line", [
-    (["explain", "--batch", "1e30"], "error: batch: got 1e30; allowed: an integer in [1, 1e+06]"),
-    (["predict", "--batch", "abc"], "error: batch: got 'abc'; allowed: an integer in [1, 1e+06]"),
-    (["predict", "--batch", ""], "error: batch: got ''; allowed: an integer in [1, 1e+06]"),
-    (["predict", "--ctx", "1.5"], "error: ctx: got 1.5; allowed: an integer in [0, 1e+08]"),
+    (["explain", "--batch", "1e30"], "error: batch: got 1e30; allowed: an integer in [1, 1000000]"),
+    (["predict", "--batch", "abc"], "error: batch: got 'abc'; allowed: an integer in [1, 1000000]"),
+    (["predict", "--batch", ""], "error: batch: got ''; allowed: an integer in [1, 1000000]"),
+    (["predict", "--ctx", "1.5"], "error: ctx: got 1.5; allowed: an integer in [0, 100000000]"),
     (["sweep", "--top", "1.5"], "error: top: got 1.5; allowed: an integer"),
-    (["sweep", "--top", "1e30"], "error: top: got 1e30; allowed: an integer of magnitude <= 1e+15"),
+    (["sweep", "--top", "1e30"], "error: top: got 1e30; allowed: an integer of magnitude <= 1000000000000000"),
     (["predict", "--accept", ""], "error: accept: got ''; allowed: a finite number"),
     (["whatif", "allreduce", "--scale", "x"], "error: scale: got 'x'; allowed: a finite number"),
 ])
@@ -651,7 +651,7 @@ def test_a_huge_miss_prints_a_short_percentage(run_cli):
     time inside the range that the physics cannot reach still gets a short percentage."""
     line = _one_line_exit_2(run_cli, "calibrate", "--model", "llama-3.1-8b", "--gpu", "h100", "--tp", "1",
                             "--point", "1=1e-300", "--point", "3=1e-300", "--out", "-", field="point")
-    assert len(line) < 300 and "allowed: a time in [0.001, 1e+07] ms" in line
+    assert len(line) < 300 and "allowed: a time in [0.001, 10000000] ms" in line
     line = _one_line_exit_2(run_cli, "calibrate", "--model", "llama-3.1-8b", "--gpu", "h100", "--tp", "1",
                             "--point", "1=0.001", "--point", "3=0.001", "--out", "-", field="point")
     assert len(line) < 300 and "%" in line

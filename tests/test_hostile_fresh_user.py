@@ -1,0 +1,66 @@
+"""What a new user typed and got wrong: each test is one defect they hit, through the CLI.
+
+Bad input must give one stderr line ``error: FIELD: got VALUE; allowed ...``, exit 2, no traceback and no file
+written; the commands that print a model result must say the same warnings.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+CAL = ("calibrate", "--model", "llama-3.1-8b", "--gpu", "h100", "--tp", "1")
+
+
+def _one_line_exit_2(run_cli, *args, field: str) -> str:
+    code, out, err = run_cli(*args)
+    lines = [x for x in err.splitlines() if x.strip()]
+    assert code == 2 and len(lines) == 1 and field in lines[0] and "Traceback" not in err, (code, err)
+    return lines[0]
+
+
+# ---- integer flags state their range with whole-number bounds -----------------------------------------------
+
+@pytest.mark.parametrize("args,line", [
+    (("predict", "--batch", "2000000"), "error: batch: got 2000000; allowed: an integer in [1, 1000000]"),
+    (("predict", "--ctx", "-1"), "error: ctx: got -1; allowed: an integer in [0, 100000000]"),
+    (("predict", "--max-running-requests", "0"),
+     "error: max-running-requests: got 0; allowed: an integer in [1, 10000000]"),
+    (("verify", "--batch", "0"), "error: batch: got 0; allowed: an integer in [1, 1000000]"),
+    (("sweep", "--steps", "0-3"), "error: steps: got 0; allowed: integers in [1, 64]"),
+    (("sweep", "--topk", "1,99"), "error: topk: got 99; allowed: integers in [1, 64]"),
+    (("sweep", "--batch", "1,2000000"), "error: batch: got 2000000; allowed: integers in [1, 1000000]"),
+    ((*CAL, "--point", "4=7.6", "--out", "x.json", "--batch", "3000000"),
+     "error: batch: got 3000000; allowed: an integer in [1, 1000000]"),
+    ((*CAL, "--point", "4=7.6", "--out", "x.json", "--ctx", "-5"),
+     "error: ctx: got -5; allowed: an integer in [0, 100000000]"),
+])
+def test_an_out_of_range_integer_flag_states_its_range_in_digits(run_cli, tmp_path, monkeypatch, args, line):
+    monkeypatch.chdir(tmp_path)
+    field = line.split(": ")[1]
+    assert _one_line_exit_2(run_cli, *args, field=field) == line
+    assert "e+0" not in line and list(tmp_path.iterdir()) == []
+
+
+def test_fmt_bound_reads_whole_numbers_as_digits():
+    from specsim.errors import fmt_bound, fmt_range
+
+    assert fmt_bound(1e6) == "1000000" and fmt_bound(1_000_000) == "1000000" and fmt_bound(0.001) == "0.001"
+    assert fmt_bound(2.5) == "2.5" and fmt_bound(float("inf")) == "inf" and fmt_range(1, 64.0) == "[1, 64]"
+
+
+# ---- validate: an unknown built-in name lists the built-in datasets ---------------------------------------------
+
+def test_an_unknown_dataset_name_lists_the_built_in_datasets(run_cli):
+    from specsim.io.packagedata import builtin_dataset_names
+
+    names = builtin_dataset_names()
+    assert {"kimi-k2.5-seed", "published_batch_sweeps", "h200-llama-3.1-8b-forwards"} <= set(names)
+    assert "h200-sglang-fused-moe" not in names  # kernel timings validate does not score
+    line = _one_line_exit_2(run_cli, "validate", "no-such-dataset", field="dataset")
+    assert "'no-such-dataset'" in line and all(n in line for n in names)
+    for name in ("published-batch-sweeps", "published_batch_sweeps"):  # the alias is_sweeps_dataset takes works too
+        code, out, err = run_cli("validate", name, "--json")
+        assert code == 0, err

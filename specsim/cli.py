@@ -381,7 +381,8 @@ def calibrate(
     baseline_tok_s: float | None = typer.Option(None, "--baseline-tok-s", help="measured plain-decode tok/s"),
     from_log: list[str] = typer.Option([], "--from-log", help="SGLang/vLLM log or bench JSONL; repeat"),
     bootstrap: int = typer.Option(0, "--bootstrap", help="N refits for the uncertainty (default: Jacobian covariance)"),
-    out: str = typer.Option(..., "--out", "-o", help="scenario JSON to write"),
+    out: str = typer.Option(..., "--out", "-o", help="scenario JSON to write ('-': standard output, the fit's "
+                            "tables then go to standard error)"),
     as_json: bool = typer.Option(False, "--json", help="print the fit as JSON"),
 ) -> None:
     """Fit the cost model to measured verify timings; write a scenario with uncertainty.
@@ -393,6 +394,9 @@ def calibrate(
     from .output.render import table_text
 
     check_output(out, _input_files({"model": model, "profile": profile}, *from_log))  # before any work or output
+    to_stdout = str(out) == "-"
+    if to_stdout and as_json:
+        _fail("out: got '-'; --json prints the fit on standard output: write the scenario to a file, or leave out --json")
     if bootstrap < 0 or bootstrap > MAX_BOOTSTRAP:
         _fail(f"bootstrap: got {bootstrap}; allowed 0 (Jacobian) or 10..{MAX_BOOTSTRAP} resamples")
     if len(point) > MAX_CLI_POINTS:  # each is a residual of every fit iteration
@@ -404,10 +408,11 @@ def calibrate(
     twice = next((f for i, f in enumerate(from_log) if logs[i] in logs[:i]), None)
     if twice is not None:  # its cycles would count twice in the fit
         _fail(f"from-log: got {twice!r} twice; allowed: each log once")
-    if batch is not None and batch < 1:
-        _fail(f"batch: got {batch}; must be an integer >= 1")
-    if ctx is not None and ctx < 0:
-        _fail(f"ctx: got {ctx}; must be an integer >= 0")
+    from .physics.rules import check_limit
+
+    for name, value in (("Workload.batch", batch), ("Workload.ctx", ctx)):  # the ranges predict's flags are held to
+        if value is not None:
+            check_limit(name, value)
     pts = [parse_point(x) for x in point]
     sc = base_scenario(model, gpu, tp, dtype=dtype, ctx=ctx, batch=batch, moe_kernel=moe_kernel, graph=graph, engine=engine,
                        allreduce=allreduce)
@@ -449,25 +454,45 @@ def calibrate(
     if bootstrap < 0:
         _fail(f"bootstrap: got {bootstrap}; must be 0 (Jacobian) or >= 10 resamples")
     result = fit(sc, pts, baseline_tok_s=baseline_tok_s, cycles=cycles, bootstrap=bootstrap,
-                 fields={"verify": "point", "baseline": baseline_from, "cycle": "from-log"})
+                 fields={"verify": "point", "baseline": baseline_from, "cycle": "from-log"},
+                 data_from=_calibration_sources(point, baseline_from if baseline_tok_s is not None else None, from_log))
     text = result.scenario.model_dump_json(indent=1) + "\n"
     if as_json:
         _emit(result.to_dict())
-    else:
+    else:  # the tables are for a reader: on standard error where standard output takes the scenario
         typer.echo(table_text(["parameter", "fitted", "unit", "prior", "90% range", "pinned by data"], result.table_rows(),
-                              f"calibrated {result.scenario.name}"))
-        typer.echo("")
+                              f"calibrated {result.scenario.name}"), err=to_stdout)
+        typer.echo("", err=to_stdout)
         shown = result.residuals[:MAX_RESIDUAL_ROWS]
         typer.echo(table_text(["point", "measured ms", "model ms", "residual %"],
-                              [[r["what"], r["ms"], r["model_ms"], r["error_pct"]] for r in shown], "residuals"))
+                              [[r["what"], r["ms"], r["model_ms"], r["error_pct"]] for r in shown], "residuals"),
+                   err=to_stdout)
         if len(result.residuals) > len(shown):
-            typer.echo(f"... {len(result.residuals) - len(shown):,} more points (--json lists every one)")
+            typer.echo(f"... {len(result.residuals) - len(shown):,} more points (--json lists every one)", err=to_stdout)
         if ingest_note:
-            typer.echo(ingest_note)
+            typer.echo(ingest_note, err=to_stdout)
         for w in result.warnings:
             typer.echo(f"warning: {w}", err=True)
     write_atomic(out, text)
-    typer.echo(f"wrote {out}", err=True)
+    if not to_stdout:
+        typer.echo(f"wrote {out}", err=True)
+
+
+MAX_SOURCES_SHOWN = 8  # --point values / log names a calibrated scenario's description names (the rest counted)
+
+
+def _calibration_sources(points: list[str], baseline: str | None, logs: list[str]) -> str:
+    """Where calibrate's measurements came from, for the scenario it writes: ``--point 4=7.6 8=8.5; --from-log a.log``."""
+    def few(items: list[str]) -> str:
+        more = len(items) - MAX_SOURCES_SHOWN
+        return " ".join(items[:MAX_SOURCES_SHOWN]) + (f" (+{more} more)" if more > 0 else "")
+
+    parts = [f"--point {few([' '.join(p.split()) for p in points])}"] if points else []
+    if baseline == "baseline-tok-s":
+        parts.append("--baseline-tok-s")
+    if logs:
+        parts.append(f"--from-log {few([os.path.basename(f) for f in logs])}")
+    return "; ".join(parts)
 
 
 @app.command()

@@ -6,6 +6,7 @@ written; the commands that print a model result must say the same warnings.
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -64,3 +65,37 @@ def test_an_unknown_dataset_name_lists_the_built_in_datasets(run_cli):
     for name in ("published-batch-sweeps", "published_batch_sweeps"):  # the alias is_sweeps_dataset takes works too
         code, out, err = run_cli("validate", name, "--json")
         assert code == 0, err
+
+
+# ---- calibrate --out -: the scenario alone on standard output, described as calibrated -------------------------
+
+def test_calibrate_out_dash_prints_only_the_scenario_on_stdout(run_cli, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    code, out, err = run_cli(*CAL, "--point", "4=7.6", "--point", "8=8.5", "--out", "-")
+    assert code == 0, err
+    sc = json.loads(out)  # nothing but the scenario: `specsim calibrate ... --out - > my.json` or `| jq`
+    assert sc["calibration"]["points"] and "residuals" in err and "wrote" not in err
+    assert list(tmp_path.iterdir()) == []  # no file named '-'
+    f = tmp_path / "s.json"
+    f.write_text(out)
+    assert run_cli("predict", "-s", str(f))[0] == 0  # accepted back
+    line = _one_line_exit_2(run_cli, *CAL, "--point", "4=7.6", "--out", "-", "--json", field="out")
+    assert "--json" in line
+
+
+def test_a_calibrated_scenario_says_what_it_was_calibrated_on(run_cli, tmp_path):
+    out = tmp_path / "c.json"
+    log = ROOT / "examples" / "sglang_server.log"
+    code, _, err = run_cli(*CAL, "--point", "4=7.6", "--point", "8=8.5", "--from-log", str(log), "--out", str(out))
+    assert code == 0, err
+    sc = json.loads(out.read_text())
+    desc = sc["description"]
+    assert "not calibrated" not in desc and desc.startswith("Llama-3.1-8B")
+    assert "calibrated by specsim calibrate on 2 verify point(s) at 4, 8 tokens" in desc
+    assert "--point 4=7.6 8=8.5" in desc and "--from-log sglang_server.log" in desc and "logged cycle(s)" in desc
+    moved = sc["provenance"]["calibrated"]["moved"]
+    assert "mem_efficiency" in moved and f"mem_efficiency {moved['mem_efficiency']['prior']:.4g} -> " in desc
+    from specsim.analysis.calibrate import _calibrated_description
+
+    text, _ = _calibrated_description(desc, [], True, [], "--baseline-tok-s", {}, {})  # a recalibration
+    assert text.count("calibrated by") == 1 and "a baseline tok/s from --baseline-tok-s" in text

@@ -325,25 +325,40 @@ def _scenario_for(scenario, deploy):
     return build_scenario(scenario, **{k: v for k, v in (deploy or {}).items() if k != "scenario"})
 
 
+ScenarioArg = typer.Argument(None, help="built-in name or file (default: kimi-k2.5-seed); or give --scenario")
+
+
+def _one_scenario(argument: str | None, option: str | None) -> str | None:
+    """The scenario ``scenario show/dump`` take, as an argument or as ``--scenario`` (as every other command takes
+    it); both, naming different ones, is refused."""
+    if argument is not None and option is not None and argument != option:
+        _fail(f"scenario: got {argument!r} and --scenario {option!r}; give one scenario")
+    return option if option is not None else argument
+
+
 @scenario_app.command("show")
 @deployment_options(skip=("scenario",))
 def scenario_show(
-    scenario: str | None = typer.Argument(None, help="built-in name or file (default: kimi-k2.5-seed)"),
+    scenario: str | None = ScenarioArg,
+    scenario_opt: str | None = ScenarioOpt,
     deploy: dict | None = None,
 ) -> None:
     """Readable summary of a scenario's inputs and their sources.
 
     Example: specsim scenario show --model llama-3.1-70b --gpu h100 --tp 4
+    Example: specsim scenario show --scenario my-box.json
     """
     from .output.render import scenario_text
 
+    scenario = _one_scenario(scenario, scenario_opt)
     typer.echo(scenario_text(_scenario_for(scenario, deploy)))
 
 
 @scenario_app.command("dump")
 @deployment_options(skip=("scenario",))
 def scenario_dump(
-    scenario: str | None = typer.Argument(None, help="built-in name or file (default: kimi-k2.5-seed)"),
+    scenario: str | None = ScenarioArg,
+    scenario_opt: str | None = ScenarioOpt,
     out: str | None = typer.Option(None, "--out", "-o", help="write to this file (atomically) instead of stdout"),
     deploy: dict | None = None,
 ) -> None:
@@ -353,6 +368,7 @@ def scenario_dump(
     """
     from .io.files import check_output, write_atomic
 
+    scenario = _one_scenario(scenario, scenario_opt)
     check_output(out, _input_files({**(deploy or {}), "scenario": scenario}))
     sc = _scenario_for(scenario, deploy)
     text = sc.model_dump_json(indent=1)

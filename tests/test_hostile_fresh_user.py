@@ -99,3 +99,28 @@ def test_a_calibrated_scenario_says_what_it_was_calibrated_on(run_cli, tmp_path)
 
     text, _ = _calibrated_description(desc, [], True, [], "--baseline-tok-s", {}, {})  # a recalibration
     assert text.count("calibrated by") == 1 and "a baseline tok/s from --baseline-tok-s" in text
+
+
+# ---- scenario show / dump take --scenario as every other command does ------------------------------------------
+
+def test_scenario_show_takes_scenario_as_an_option(run_cli, tmp_path):
+    code, by_option, err = run_cli("scenario", "show", "--scenario", "kimi-k2.5-seed-untuned")
+    assert code == 0, err
+    assert by_option == run_cli("scenario", "show", "kimi-k2.5-seed-untuned")[1] and "kimi-k2.5-seed-untuned" in by_option
+    f = tmp_path / "s.json"
+    assert run_cli("scenario", "dump", "-s", "kimi-k2.5-seed-untuned", "-o", str(f))[0] == 0
+    assert json.loads(f.read_text())["name"] == "kimi-k2.5-seed-untuned"
+    assert run_cli("scenario", "show", "-s", str(f))[1] == by_option
+    garbage = tmp_path / "g.json"
+    garbage.write_text("not json {")
+    binary = tmp_path / "b.json"
+    binary.write_bytes(b"\xff\xfe\x00garbage")
+    for value, says in (("no-such-scenario", "built-in scenarios: "), (str(tmp_path / "missing.json"), "no such file"),
+                        (str(garbage), "not valid JSON"), (str(binary), "not UTF-8"), (str(tmp_path), "directory"),
+                        ("", "built-in scenarios")):
+        for cmd in ("show", "dump"):
+            line = _one_line_exit_2(run_cli, "scenario", cmd, "--scenario", value, field="scenario")
+            assert says in line and repr(value) in line, line
+    line = _one_line_exit_2(run_cli, "scenario", "show", "kimi-k2.5-seed", "--scenario", "kimi-k2.5-seed-untuned",
+                            field="scenario")
+    assert "give one scenario" in line

@@ -6,7 +6,6 @@ import json
 import os
 import sys
 from enum import Enum
-from pathlib import Path
 
 import typer
 
@@ -966,7 +965,8 @@ def report(
     whatif: str = typer.Option("1.4M", "--whatif", help="draft training samples for the training what-if, e.g. 1.4M"),
     current_samples: str | None = typer.Option(None, "--current-samples", help="samples today's draft was trained on "
                                                "(default: the scenario's draft.training_samples)"),
-    fmt: str | None = typer.Option(None, "--format", help="html or md (default: from the --out suffix)"),
+    fmt: str | None = typer.Option(None, "--format", help="html, md or json (default: from the --out suffix: .html/.htm, "
+                                   ".md/.markdown, .json; the two must agree)"),
     deploy: dict | None = None,
 ) -> None:
     """One self-contained report: summary, cycle, steps sweep, verify curve, training what-if, sensitivity, inputs.
@@ -975,14 +975,12 @@ def report(
     """
     from .analysis.build import build_scenario
     from .io.files import check_output
-    from .output.report import write_report
+    from .output.report import report_format, write_report
 
     samples = _samples(whatif, "whatif")
     now = _samples(current_samples, "current-samples") if current_samples is not None else None
-    suffix = Path(out).suffix.lower()
-    if fmt is None and suffix not in (".html", ".htm", ".md", ".markdown"):
-        _fail(f"out: got {str(out)!r}; use a .html or .md file name, or give --format html|md")
     check_output(out, _input_files(deploy))
+    fmt = report_format(out, fmt)  # before any work: --format and the --out suffix agree
     taus = _floats(accept_lengths, "accept-lengths")
     if taus is not None and len(taus) > MAX_REPORT_ACCEPT_LENGTHS:  # each adds a sweep and a table row
         _fail(f"accept-lengths: got {len(taus):,} values; allowed at most {MAX_REPORT_ACCEPT_LENGTHS}")
@@ -997,7 +995,8 @@ def report(
     used = write_report(out, fmt=fmt, scenario=sc, sweep_steps=steps,
                         accept_lengths=taus, training_target_samples=samples,
                         training_current_samples=now)
-    typer.echo(f"wrote {out} ({used})", err=True)
+    if str(out) != "-":
+        typer.echo(f"wrote {out} ({used})", err=True)
 
 
 def _given_value(param, argv: list[str], cmd=None) -> str | None:

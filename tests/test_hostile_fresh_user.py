@@ -124,3 +124,39 @@ def test_scenario_show_takes_scenario_as_an_option(run_cli, tmp_path):
     line = _one_line_exit_2(run_cli, "scenario", "show", "kimi-k2.5-seed", "--scenario", "kimi-k2.5-seed-untuned",
                             field="scenario")
     assert "give one scenario" in line
+
+
+# ---- report: the format follows --out's suffix or --format, and the two agree ----------------------------------
+
+@pytest.mark.parametrize("args,field,says", [
+    (("--out", "r.md", "--format", "html"), "format", "names a Markdown file"),
+    (("--out", "r.html", "--format", "md"), "format", "names an HTML file"),
+    (("--out", "r.json", "--format", "markdown"), "format", "names a JSON file"),
+    (("--out", "r.txt"), "out", "allowed: a file name ending in .html"),
+    (("--out", "r.pdf", "--format", "html"), "out", "allowed: a file name ending in .html"),
+    (("--out", "report"), "out", "no suffix: give --format html, md or json"),
+    (("--out", "-"), "out", "standard output has no suffix"),
+    (("--out", "r.md", "--format", "pdf"), "format", "allowed: html, md (markdown) or json"),
+])
+def test_report_format_and_suffix_must_agree(run_cli, tmp_path, monkeypatch, args, field, says):
+    monkeypatch.chdir(tmp_path)
+    line = _one_line_exit_2(run_cli, "report", *args, field=field)
+    assert says in line and line.startswith(f"error: {field}: got ")
+    assert list(tmp_path.iterdir()) == []  # refused before any work: nothing written
+
+
+@pytest.mark.parametrize("name,fmt,starts", [("r.HTML", None, "<!DOCTYPE html>"), ("r.markdown", "md", "# specsim report"),
+                                             ("r.json", None, "{"), ("plain", "json", "{")])
+def test_report_writes_the_format_its_suffix_or_format_names(run_cli, tmp_path, name, fmt, starts):
+    out = tmp_path / name
+    code, _, err = run_cli("report", "--sweep", "1-3", "--out", str(out), *(("--format", fmt) if fmt else ()))
+    assert code == 0, err
+    assert out.read_text().lstrip().startswith(starts), out.read_text()[:80]
+    if starts == "{":
+        d = json.loads(out.read_text())
+        assert d["kind"] == "modeled" and d["prediction"]["tok_s"] > 0 and d["steps_sweep"]["steps"] == [1, 2, 3]
+
+
+def test_report_to_stdout_with_a_format(run_cli):
+    code, out, err = run_cli("report", "--sweep", "1-2", "--out", "-", "--format", "json")
+    assert code == 0 and json.loads(out)["scenario"] == "kimi-k2.5-seed" and "wrote" not in err

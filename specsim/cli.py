@@ -596,7 +596,8 @@ def ingest(
     """
     from .io.ingest import ingest_files
 
-    res = ingest_files([str(f) for f in files], allow_empty=True)  # corrupt lines are never fatal
+    # corrupt lines are skipped and counted; files with no record at all are one line and exit 2
+    res = ingest_files([str(f) for f in files])
     if as_json:
         d = res.to_dict()
         d["summary"] = res.summary()
@@ -611,8 +612,6 @@ def ingest(
     rates = res.acceptance_rates()
     if rates:
         typer.echo("per-position conditional acceptance: " + ", ".join(f"{r:.3f}" for r in rates))
-    if not res.formats:
-        typer.echo("no recognisable SGLang/vLLM records", err=True)
     typer.echo(f"formats: {res.formats}; lines: {res.lines_total} read, {res.lines_skipped} skipped (corrupt), "
                f"{res.lines_ignored} unrelated, {res.lines_idle} idle/warm-up decode lines dropped")
 

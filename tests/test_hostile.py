@@ -352,7 +352,10 @@ def test_ingest_stdin_and_only_corrupt_lines(tmp_path):
     junk.write_text("Decode batch. #running-req: 1, #tok\n{bad json\n")
     p = subprocess.run([sys.executable, "-m", "specsim", "ingest", str(junk)], capture_output=True, text=True,
                        timeout=60, cwd=ROOT)
-    assert p.returncode == 0 and "2 read, 2 skipped" in p.stdout
+    # nothing recognised in the whole input: one line naming the file and the counts, exit 2 (a file with records
+    # beside corrupt lines still exits 0: corrupt lines are skipped and counted)
+    assert p.returncode == 2 and p.stderr.count("\n") == 1 and "Traceback" not in p.stderr, p.stderr
+    assert "junk.log (2 lines read, 2 skipped as corrupt" in p.stderr
 
 
 # ---- property tests per boundary ---------------------------------------------------------------

@@ -160,3 +160,39 @@ def test_report_writes_the_format_its_suffix_or_format_names(run_cli, tmp_path, 
 def test_report_to_stdout_with_a_format(run_cli):
     code, out, err = run_cli("report", "--sweep", "1-2", "--out", "-", "--format", "json")
     assert code == 0 and json.loads(out)["scenario"] == "kimi-k2.5-seed" and "wrote" not in err
+
+
+# ---- a log with nothing to read: one line naming the file and the line counts, exit 2 ---------------------------
+
+def _bad_logs(tmp_path: Path) -> dict[str, tuple[Path, str]]:
+    empty = tmp_path / "empty.log"
+    empty.write_text("")
+    binary = tmp_path / "binary.log"
+    binary.write_bytes(bytes(range(256)) * 40)
+    junk = tmp_path / "junk.log"
+    junk.write_text("hello\nDecode batch. #running-req: 1, #tok\n{bad json\n")
+    latin = tmp_path / "latin1.log"
+    latin.write_bytes("caf\xe9 na\xefve r\xe9sum\xe9\n".encode("latin-1") * 50)
+    return {"missing": (tmp_path / "missing.log", "does not exist"), "dir": (tmp_path, "is a directory"),
+            "devzero": (Path("/dev/zero"), "not a regular file"),
+            "empty": (empty, "empty.log (0 lines read, 0 skipped as corrupt, 0 unrelated)"),
+            "binary": (binary, "binary.log looks binary, not a text log"),
+            "junk": (junk, "junk.log (3 lines read, 2 skipped as corrupt, 1 unrelated)"),
+            "latin1": (latin, "latin1.log (50 lines read")}
+
+
+@pytest.mark.parametrize("case", ["missing", "dir", "devzero", "empty", "binary", "junk", "latin1"])
+def test_a_log_with_nothing_to_read_is_one_line_in_ingest_and_calibrate(run_cli, tmp_path, case):
+    path, says = _bad_logs(tmp_path)[case]
+    line = _one_line_exit_2(run_cli, "ingest", str(path), field="file")
+    assert says in line, line
+    out = tmp_path / "out" / "s.json"
+    out.parent.mkdir()
+    line = _one_line_exit_2(run_cli, *CAL, "--from-log", str(path), "--out", str(out), field="from-log")
+    assert says in line and not out.exists(), line
+
+
+def test_corrupt_lines_beside_records_are_still_counted_not_fatal(run_cli, tmp_path):
+    path, _ = _bad_logs(tmp_path)["junk"]
+    code, out, err = run_cli("ingest", str(path), str(ROOT / "examples" / "sglang_server.log"))
+    assert code == 0 and "2 skipped (corrupt)" in out, err

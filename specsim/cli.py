@@ -283,13 +283,16 @@ def verify(
 
         if len(widths) > 16:
             _fail(f"tokens: got {len(widths)} widths; --breakdown prints at most 16 tables")
+        from .output.render import fit_width, warning_lines
+
         tables = [operator_table(w, scenario, **kw) for w in widths]
+        warnings = tables[0].warnings  # one deployment: said once, after the tables
         if _json_out(fmt, as_json):
-            _emit({"kind": "modeled", "breakdowns": [t.to_dict() for t in tables]})
+            _emit({"kind": "modeled", "breakdowns": [t.to_dict() for t in tables], "warnings": warnings})
         elif fmt in (Fmt.markdown, Fmt.md):
-            typer.echo("\n\n".join(t._repr_markdown_() for t in tables))
+            typer.echo("\n\n".join(t._repr_markdown_() for t in tables) + warning_lines(warnings, "markdown"))
         else:
-            typer.echo("\n\n".join(repr(t) for t in tables))
+            typer.echo("\n\n".join(repr(t) for t in tables) + fit_width(warning_lines(warnings)))
         return
     curve = verify_ms(widths, scenario, **kw)
     if _json_out(fmt, as_json):

@@ -196,3 +196,27 @@ def test_corrupt_lines_beside_records_are_still_counted_not_fatal(run_cli, tmp_p
     path, _ = _bad_logs(tmp_path)["junk"]
     code, out, err = run_cli("ingest", str(path), str(ROOT / "examples" / "sglang_server.log"))
     assert code == 0 and "2 skipped (corrupt)" in out, err
+
+
+# ---- verify and explain say the warnings predict says -----------------------------------------------------------
+
+@pytest.mark.parametrize("deploy,says", [
+    (("--batch", "200"), "runs at most 48 requests at once"),  # past the engine's cap
+    (("--model", "llama-3.1-70b", "--gpu", "rtx3090", "--tp", "1"), "target weights need"),  # does not fit memory
+])
+@pytest.mark.parametrize("cmd", [("predict",), ("verify",), ("verify", "--breakdown", "--tokens", "3"), ("explain",)])
+def test_verify_and_explain_say_predicts_warnings(run_cli, deploy, says, cmd):
+    code, out, err = run_cli("predict", *deploy, "--json")
+    assert code == 0, err
+    warnings = json.loads(out)["warnings"]
+    assert any(says in w for w in warnings)
+    code, out, err = run_cli(*cmd, *deploy, "--json")
+    assert code == 0, err
+    assert json.loads(out)["warnings"] == warnings
+    for fmt in ("text", "md"):
+        code, out, err = run_cli(*cmd, *deploy, "--format", fmt)
+        assert code == 0, err
+        text = " ".join(out.split())
+        assert text.count("warning:") == len(warnings) and says in text, (fmt, out[-600:])
+    code, out, _ = run_cli(*cmd)  # the default scenario warns of nothing
+    assert "warning:" not in out

@@ -220,3 +220,16 @@ def test_verify_and_explain_say_predicts_warnings(run_cli, deploy, says, cmd):
         assert text.count("warning:") == len(warnings) and says in text, (fmt, out[-600:])
     code, out, _ = run_cli(*cmd)  # the default scenario warns of nothing
     assert "warning:" not in out
+
+
+# ---- other hostile files: a profile names the file as the value given ------------------------------------------
+
+def test_a_bad_profile_file_is_named_as_the_value_given(run_cli, tmp_path):
+    garbage = tmp_path / "g.json"
+    garbage.write_text("{ not json")
+    binary = tmp_path / "b.json"
+    binary.write_bytes(b"\xff\xfe\x00\x01")
+    for path, says in ((tmp_path, "is a directory"), (tmp_path / "nope.json", "no such file"),
+                       (garbage, "not valid JSON"), (binary, "not UTF-8"), (Path("/dev/zero"), "only regular files")):
+        line = _one_line_exit_2(run_cli, "predict", "--profile", str(path), field="profile")
+        assert line.startswith(f"error: profile: got {str(path)!r}; ") and says in line, line

@@ -6,7 +6,6 @@ import json
 import os
 import sys
 from enum import Enum
-from pathlib import Path
 
 import typer
 
@@ -284,13 +283,16 @@ def verify(
 
         if len(widths) > 16:
             _fail(f"tokens: got {len(widths)} widths; --breakdown prints at most 16 tables")
+        from .output.render import fit_width, warning_lines
+
         tables = [operator_table(w, scenario, **kw) for w in widths]
+        warnings = tables[0].warnings  # one deployment: said once, after the tables
         if _json_out(fmt, as_json):
-            _emit({"kind": "modeled", "breakdowns": [t.to_dict() for t in tables]})
+            _emit({"kind": "modeled", "breakdowns": [t.to_dict() for t in tables], "warnings": warnings})
         elif fmt in (Fmt.markdown, Fmt.md):
-            typer.echo("\n\n".join(t._repr_markdown_() for t in tables))
+            typer.echo("\n\n".join(t._repr_markdown_() for t in tables) + warning_lines(warnings, "markdown"))
         else:
-            typer.echo("\n\n".join(repr(t) for t in tables))
+            typer.echo("\n\n".join(repr(t) for t in tables) + fit_width(warning_lines(warnings)))
         return
     curve = verify_ms(widths, scenario, **kw)
     if _json_out(fmt, as_json):
@@ -325,25 +327,40 @@ def _scenario_for(scenario, deploy):
     return build_scenario(scenario, **{k: v for k, v in (deploy or {}).items() if k != "scenario"})
 
 
+ScenarioArg = typer.Argument(None, help="built-in name or file (default: kimi-k2.5-seed); or give --scenario")
+
+
+def _one_scenario(argument: str | None, option: str | None) -> str | None:
+    """The scenario ``scenario show/dump`` take, as an argument or as ``--scenario`` (as every other command takes
+    it); both, naming different ones, is refused."""
+    if argument is not None and option is not None and argument != option:
+        _fail(f"scenario: got {argument!r} and --scenario {option!r}; give one scenario")
+    return option if option is not None else argument
+
+
 @scenario_app.command("show")
 @deployment_options(skip=("scenario",))
 def scenario_show(
-    scenario: str | None = typer.Argument(None, help="built-in name or file (default: kimi-k2.5-seed)"),
+    scenario: str | None = ScenarioArg,
+    scenario_opt: str | None = ScenarioOpt,
     deploy: dict | None = None,
 ) -> None:
     """Readable summary of a scenario's inputs and their sources.
 
     Example: specsim scenario show --model llama-3.1-70b --gpu h100 --tp 4
+    Example: specsim scenario show --scenario my-box.json
     """
     from .output.render import scenario_text
 
+    scenario = _one_scenario(scenario, scenario_opt)
     typer.echo(scenario_text(_scenario_for(scenario, deploy)))
 
 
 @scenario_app.command("dump")
 @deployment_options(skip=("scenario",))
 def scenario_dump(
-    scenario: str | None = typer.Argument(None, help="built-in name or file (default: kimi-k2.5-seed)"),
+    scenario: str | None = ScenarioArg,
+    scenario_opt: str | None = ScenarioOpt,
     out: str | None = typer.Option(None, "--out", "-o", help="write to this file (atomically) instead of stdout"),
     deploy: dict | None = None,
 ) -> None:
@@ -353,6 +370,7 @@ def scenario_dump(
     """
     from .io.files import check_output, write_atomic
 
+    scenario = _one_scenario(scenario, scenario_opt)
     check_output(out, _input_files({**(deploy or {}), "scenario": scenario}))
     sc = _scenario_for(scenario, deploy)
     text = sc.model_dump_json(indent=1)
@@ -381,7 +399,8 @@ def calibrate(
     baseline_tok_s: float | None = typer.Option(None, "--baseline-tok-s", help="measured plain-decode tok/s"),
     from_log: list[str] = typer.Option([], "--from-log", help="SGLang/vLLM log or bench JSONL; repeat"),
     bootstrap: int = typer.Option(0, "--bootstrap", help="N refits for the uncertainty (default: Jacobian covariance)"),
-    out: str = typer.Option(..., "--out", "-o", help="scenario JSON to write"),
+    out: str = typer.Option(..., "--out", "-o", help="scenario JSON to write ('-': standard output, the fit's "
+                            "tables then go to standard error)"),
     as_json: bool = typer.Option(False, "--json", help="print the fit as JSON"),
 ) -> None:
     """Fit the cost model to measured verify timings; write a scenario with uncertainty.
@@ -393,6 +412,9 @@ def calibrate(
     from .output.render import table_text
 
     check_output(out, _input_files({"model": model, "profile": profile}, *from_log))  # before any work or output
+    to_stdout = str(out) == "-"
+    if to_stdout and as_json:
+        _fail("out: got '-'; --json prints the fit on standard output: write the scenario to a file, or leave out --json")
     if bootstrap < 0 or bootstrap > MAX_BOOTSTRAP:
         _fail(f"bootstrap: got {bootstrap}; allowed 0 (Jacobian) or 10..{MAX_BOOTSTRAP} resamples")
     if len(point) > MAX_CLI_POINTS:  # each is a residual of every fit iteration
@@ -404,10 +426,11 @@ def calibrate(
     twice = next((f for i, f in enumerate(from_log) if logs[i] in logs[:i]), None)
     if twice is not None:  # its cycles would count twice in the fit
         _fail(f"from-log: got {twice!r} twice; allowed: each log once")
-    if batch is not None and batch < 1:
-        _fail(f"batch: got {batch}; must be an integer >= 1")
-    if ctx is not None and ctx < 0:
-        _fail(f"ctx: got {ctx}; must be an integer >= 0")
+    from .physics.rules import check_limit
+
+    for name, value in (("Workload.batch", batch), ("Workload.ctx", ctx)):  # the ranges predict's flags are held to
+        if value is not None:
+            check_limit(name, value)
     pts = [parse_point(x) for x in point]
     sc = base_scenario(model, gpu, tp, dtype=dtype, ctx=ctx, batch=batch, moe_kernel=moe_kernel, graph=graph, engine=engine,
                        allreduce=allreduce)
@@ -449,25 +472,45 @@ def calibrate(
     if bootstrap < 0:
         _fail(f"bootstrap: got {bootstrap}; must be 0 (Jacobian) or >= 10 resamples")
     result = fit(sc, pts, baseline_tok_s=baseline_tok_s, cycles=cycles, bootstrap=bootstrap,
-                 fields={"verify": "point", "baseline": baseline_from, "cycle": "from-log"})
+                 fields={"verify": "point", "baseline": baseline_from, "cycle": "from-log"},
+                 data_from=_calibration_sources(point, baseline_from if baseline_tok_s is not None else None, from_log))
     text = result.scenario.model_dump_json(indent=1) + "\n"
     if as_json:
         _emit(result.to_dict())
-    else:
+    else:  # the tables are for a reader: on standard error where standard output takes the scenario
         typer.echo(table_text(["parameter", "fitted", "unit", "prior", "90% range", "pinned by data"], result.table_rows(),
-                              f"calibrated {result.scenario.name}"))
-        typer.echo("")
+                              f"calibrated {result.scenario.name}"), err=to_stdout)
+        typer.echo("", err=to_stdout)
         shown = result.residuals[:MAX_RESIDUAL_ROWS]
         typer.echo(table_text(["point", "measured ms", "model ms", "residual %"],
-                              [[r["what"], r["ms"], r["model_ms"], r["error_pct"]] for r in shown], "residuals"))
+                              [[r["what"], r["ms"], r["model_ms"], r["error_pct"]] for r in shown], "residuals"),
+                   err=to_stdout)
         if len(result.residuals) > len(shown):
-            typer.echo(f"... {len(result.residuals) - len(shown):,} more points (--json lists every one)")
+            typer.echo(f"... {len(result.residuals) - len(shown):,} more points (--json lists every one)", err=to_stdout)
         if ingest_note:
-            typer.echo(ingest_note)
+            typer.echo(ingest_note, err=to_stdout)
         for w in result.warnings:
             typer.echo(f"warning: {w}", err=True)
     write_atomic(out, text)
-    typer.echo(f"wrote {out}", err=True)
+    if not to_stdout:
+        typer.echo(f"wrote {out}", err=True)
+
+
+MAX_SOURCES_SHOWN = 8  # --point values / log names a calibrated scenario's description names (the rest counted)
+
+
+def _calibration_sources(points: list[str], baseline: str | None, logs: list[str]) -> str:
+    """Where calibrate's measurements came from, for the scenario it writes: ``--point 4=7.6 8=8.5; --from-log a.log``."""
+    def few(items: list[str]) -> str:
+        more = len(items) - MAX_SOURCES_SHOWN
+        return " ".join(items[:MAX_SOURCES_SHOWN]) + (f" (+{more} more)" if more > 0 else "")
+
+    parts = [f"--point {few([' '.join(p.split()) for p in points])}"] if points else []
+    if baseline == "baseline-tok-s":
+        parts.append("--baseline-tok-s")
+    if logs:
+        parts.append(f"--from-log {few([os.path.basename(f) for f in logs])}")
+    return "; ".join(parts)
 
 
 @app.command()
@@ -556,7 +599,8 @@ def ingest(
     """
     from .io.ingest import ingest_files
 
-    res = ingest_files([str(f) for f in files], allow_empty=True)  # corrupt lines are never fatal
+    # corrupt lines are skipped and counted; files with no record at all are one line and exit 2
+    res = ingest_files([str(f) for f in files])
     if as_json:
         d = res.to_dict()
         d["summary"] = res.summary()
@@ -571,8 +615,6 @@ def ingest(
     rates = res.acceptance_rates()
     if rates:
         typer.echo("per-position conditional acceptance: " + ", ".join(f"{r:.3f}" for r in rates))
-    if not res.formats:
-        typer.echo("no recognisable SGLang/vLLM records", err=True)
     typer.echo(f"formats: {res.formats}; lines: {res.lines_total} read, {res.lines_skipped} skipped (corrupt), "
                f"{res.lines_ignored} unrelated, {res.lines_idle} idle/warm-up decode lines dropped")
 
@@ -925,7 +967,8 @@ def report(
     whatif: str = typer.Option("1.4M", "--whatif", help="draft training samples for the training what-if, e.g. 1.4M"),
     current_samples: str | None = typer.Option(None, "--current-samples", help="samples today's draft was trained on "
                                                "(default: the scenario's draft.training_samples)"),
-    fmt: str | None = typer.Option(None, "--format", help="html or md (default: from the --out suffix)"),
+    fmt: str | None = typer.Option(None, "--format", help="html, md or json (default: from the --out suffix: .html/.htm, "
+                                   ".md/.markdown, .json; the two must agree)"),
     deploy: dict | None = None,
 ) -> None:
     """One self-contained report: summary, cycle, steps sweep, verify curve, training what-if, sensitivity, inputs.
@@ -934,14 +977,12 @@ def report(
     """
     from .analysis.build import build_scenario
     from .io.files import check_output
-    from .output.report import write_report
+    from .output.report import report_format, write_report
 
     samples = _samples(whatif, "whatif")
     now = _samples(current_samples, "current-samples") if current_samples is not None else None
-    suffix = Path(out).suffix.lower()
-    if fmt is None and suffix not in (".html", ".htm", ".md", ".markdown"):
-        _fail(f"out: got {str(out)!r}; use a .html or .md file name, or give --format html|md")
     check_output(out, _input_files(deploy))
+    fmt = report_format(out, fmt)  # before any work: --format and the --out suffix agree
     taus = _floats(accept_lengths, "accept-lengths")
     if taus is not None and len(taus) > MAX_REPORT_ACCEPT_LENGTHS:  # each adds a sweep and a table row
         _fail(f"accept-lengths: got {len(taus):,} values; allowed at most {MAX_REPORT_ACCEPT_LENGTHS}")
@@ -956,7 +997,8 @@ def report(
     used = write_report(out, fmt=fmt, scenario=sc, sweep_steps=steps,
                         accept_lengths=taus, training_target_samples=samples,
                         training_current_samples=now)
-    typer.echo(f"wrote {out} ({used})", err=True)
+    if str(out) != "-":
+        typer.echo(f"wrote {out} ({used})", err=True)
 
 
 def _given_value(param, argv: list[str], cmd=None) -> str | None:

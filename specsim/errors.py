@@ -80,7 +80,7 @@ def from_validation_error(exc, origin: str = "") -> SpecsimError:
     template = _ALLOWED.get(kind)
     if template is not None:
         try:
-            allowed = template.format(**{k: _fmt(v) for k, v in ctx.items()})
+            allowed = template.format(**{k: fmt_bound(v) for k, v in ctx.items()})
         except (KeyError, IndexError):
             allowed = msg
     else:
@@ -95,7 +95,15 @@ def _mentions_value(msg: str, value: object) -> bool:
     return isinstance(value, (int, float, str)) and repr(value) in msg
 
 
-def _fmt(v: object) -> str:
-    if isinstance(v, float) and v.is_integer() and abs(v) < 1e16:
+def fmt_bound(v: object) -> str:
+    """A range bound as a user reads it: whole numbers in digits (``1000000``, not ``1e+06``), others as ``%g``."""
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        return str(v)
+    if isinstance(v, int) or (math.isfinite(v) and v.is_integer() and abs(v) < 1e16):
         return str(int(v))
-    return str(v)
+    return f"{v:g}"
+
+
+def fmt_range(lo: object, hi: object) -> str:
+    """``[lo, hi]`` with :func:`fmt_bound` bounds."""
+    return f"[{fmt_bound(lo)}, {fmt_bound(hi)}]"

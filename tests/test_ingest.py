@@ -400,12 +400,12 @@ def test_missing_file(tmp_path: Path) -> None:
 def test_empty_and_unrecognised_files(tmp_path: Path) -> None:
     empty = tmp_path / "empty.log"
     empty.write_text("")
-    with pytest.raises(IngestError, match=r"no recognisable SGLang/vLLM records in .*empty\.log "
-                                          r"\(0 lines read, 0 skipped\)"):
+    with pytest.raises(IngestError, match=r"^file: no recognisable SGLang/vLLM records in .*empty\.log "
+                                          r"\(0 lines read, 0 skipped as corrupt, 0 unrelated\)"):
         ingest_files([empty])
     junk = tmp_path / "junk.log"
     junk.write_text('hello\n{"not": "bench"}\nDecode batch. #running-req: 1, #tok\n')
-    with pytest.raises(IngestError, match=r"\(3 lines read, 2 skipped\)$") as exc:
+    with pytest.raises(IngestError, match=r"\(3 lines read, 2 skipped as corrupt, 1 unrelated\); allowed: ") as exc:
         ingest_files([junk, empty])
     assert "\n" not in str(exc.value)
     assert isinstance(exc.value, ValueError)

@@ -24,6 +24,9 @@ if TYPE_CHECKING:
     from ..physics.schema import Scenario
 
 
+PRESETS_MARK = " (presets only, not calibrated)"  # the end of a description built from presets alone
+
+
 def check_running_cap(value, flag: str = "max-running-requests") -> int:
     """A cap on requests run at once: an integer (numpy's too, not a bool) in the schema's range, else the one-line
     error naming ``flag``."""
@@ -211,8 +214,8 @@ def fresh_scenario(model: str, gpu: str, tp: int, engine: str | None = None, *, 
         model_label += f"-{dtype}"
     data = {
         "name": name or f"{model_label}-{gkey}-tp{tp}-{preset_key('engines', engine or 'sglang') or _slug(eng.name)}",
-        "description": f"{target.name}{f' as {dtype}' if dtype else ''} + {draft.name} on {tp}x {g.name}, {eng.name} "
-                       "(presets only, not calibrated)",
+        "description": f"{target.name}{f' as {dtype}' if dtype else ''} + {draft.name} on {tp}x {g.name}, {eng.name}"
+                       f"{PRESETS_MARK}",
         "gpu": g.model_dump(), "target": t, "draft": draft.model_dump(), "engine": eng.model_dump(),
         "parallel": {"tp": tp, "allreduce": ar.model_dump(), "allreduce_eager": None},
         "speculation": {"steps": 3, "topk": 1},
@@ -304,8 +307,8 @@ def build_scenario(
                 new = scenario_from_dict({
                     "name": f"{_slug(sc.target.name)}-{gpu_preset_key(base_gpu) or _slug(g2.name)}-tp{base_tp}-"
                             f"{preset_key('engines', engine) or _slug(eng.name)}",
-                    "description": f"{sc.target.name} + {sc.draft.name} on {base_tp}x {g2.name}, {eng.name} "
-                                   "(presets only, not calibrated)",
+                    "description": f"{sc.target.name} + {sc.draft.name} on {base_tp}x {g2.name}, {eng.name}"
+                                   f"{PRESETS_MARK}",
                     "gpu": g2.model_dump(), "target": sc.target.model_dump(), "draft": sc.draft.model_dump(),
                     "engine": eng.model_dump(),
                     "parallel": {"tp": base_tp, "allreduce": ar2.model_dump(), "allreduce_eager": None},

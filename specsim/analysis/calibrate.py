@@ -19,7 +19,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from ..errors import SpecsimError
+from ..errors import SpecsimError, fmt_bound, fmt_range
 from ..physics.cycle import baseline_step_ms, cycle_ms, cycle_phases_ms, verify_breakdown
 from ..physics.operators import ACT_BYTES
 from ..physics.params import allreduce_path_params, scenario_params
@@ -297,11 +297,14 @@ def fit(
     bootstrap: int = 0,
     progress: bool | None = None,
     fields: dict[str, str] | None = None,
+    data_from: str | None = None,
 ) -> CalibrationResult:
     """Fit the scenario's physical parameters to verify points, a baseline and cycle times.
 
     ``fields`` names, for error lines, where each kind of measurement came from (``verify``, ``baseline``,
-    ``cycle``: the caller's flag or dataset field; default ``point``, ``baseline_tok_s``, ``cycle``).
+    ``cycle``: the caller's flag or dataset field; default ``point``, ``baseline_tok_s``, ``cycle``). ``data_from``
+    says where the measurements came from (flags, files, a dataset); the calibrated scenario's description and its
+    ``provenance.calibrated`` record name it beside the parameters that moved.
 
     The covariance comes from the Jacobian at the optimum; with ``bootstrap=N`` it comes instead
     from N refits to measurements redrawn within their 2 % noise and priors redrawn within their
@@ -342,8 +345,8 @@ def fit(
     for kind, ms, given in zip(kinds, meas, [pt.ms for pt in points] + [baseline_tok_s] * (base_ms is not None)
                                + [c["cycle_ms"] for c in cycles]):
         if not lo_ms <= ms <= hi_ms:  # the fit works in log time: zero, denormal or absurd times have no answer
-            allowed = (f"a tokens/s that gives a decode step of {lo_ms:g} to {hi_ms:g} ms" if kind == "baseline"
-                       else f"a time in [{lo_ms:g}, {hi_ms:g}] ms")
+            allowed = (f"a tokens/s that gives a decode step of {fmt_bound(lo_ms)} to {fmt_bound(hi_ms)} ms"
+                       if kind == "baseline" else f"a time in {fmt_range(lo_ms, hi_ms)} ms")
             raise SpecsimError(flag_of[kind], given, f"allowed: {allowed}")
     meas_arr = np.array(meas)
     x0 = np.log([prior[n] for n in names])
@@ -446,11 +449,44 @@ def fit(
         prior_sd_log={n: PARAMETERS[n][2] for n in names}, cov_log=cov, residuals=residuals, warnings=warnings,
     )
     data = new_sc.model_dump()
+    data["description"], data["provenance"]["calibrated"] = _calibrated_description(
+        sc.description, points, base_ms is not None, cycles, data_from, prior, values)
     data["calibration"] = result.to_dict()
     data["calibration"]["points"] = [{"tokens": pt.tokens, "ms": pt.ms, "source": pt.source} for pt in points]
     data["calibration"]["residuals"] = residuals
     result.scenario = Scenario.model_validate(data)
     return result
+
+
+MOVED_LOG = 0.005  # a fitted parameter more than 0.5 % from its prior is said to have moved
+CALIBRATED_MARK = " (calibrated by specsim calibrate"
+
+
+def _calibrated_description(before: str, points: list[Point], baseline: bool, cycles: list[dict], data_from: str | None,
+                            prior: dict[str, float], values: dict[str, float]) -> tuple[str, dict]:
+    """The calibrated scenario's description (the one it had, no longer "not calibrated", plus what it was fitted on
+    and which parameters moved) and the ``provenance.calibrated`` record of the same."""
+    what = []
+    if points:
+        toks = sorted({pt.tokens for pt in points})
+        shown = ", ".join(map(str, toks[:8])) + (f", ... ({len(toks) - 8} more)" if len(toks) > 8 else "")
+        what.append(f"{len(points)} verify point(s) at {shown} tokens")
+    if baseline:
+        what.append("a baseline tok/s")
+    if cycles:
+        what.append(f"{len(cycles)} logged cycle(s)")
+    data = " + ".join(what) + (f" from {data_from}" if data_from else "")
+    moved = {n: {"prior": prior[n], "fitted": v} for n, v in values.items()
+             if prior.get(n, 0) > 0 and abs(math.log(v / prior[n])) > MOVED_LOG}
+    moves = (", ".join(f"{n} {m['prior']:.4g} -> {m['fitted']:.4g}" for n, m in moved.items()) if moved
+             else f"no parameter moved more than {100 * MOVED_LOG:g} % from its prior")
+    from .build import PRESETS_MARK
+
+    base = before.split(CALIBRATED_MARK, 1)[0].removesuffix(PRESETS_MARK)  # a recalibration replaces the last one's
+    text = f"{base}{CALIBRATED_MARK} on {data}; moved: {moves})"
+    if len(text) > 2000:  # a description is one readable line; the provenance record keeps everything
+        text = text[:1996] + "...)"
+    return text, {"by": "specsim calibrate", "data": data, "moved": moved}
 
 
 def apply_parameters(sc: Scenario, values: dict[str, float]) -> Scenario:
@@ -582,7 +618,9 @@ def load_dataset(path: str) -> dict:
 
         cand = data_root("calibration").joinpath("datasets", f"{path}.json")
         if not cand.is_file():
-            raise SpecsimError("dataset", path, "no such file (built-in datasets: kimi-k2.5-seed)")
+            from ..io.packagedata import unknown_dataset
+
+            raise unknown_dataset(path)
         d = loads_bounded(cand.read_text(encoding="utf-8"), "dataset", path)
     else:
         d = read_json_file(f, "dataset")
@@ -659,7 +697,7 @@ def validate(path: str, fit_tokens: list[int] | None = None) -> Validation:
         raise SpecsimError("fit", fit_tokens, f"no dataset point at batch {b0}, ctx {c0} has these token counts; "
                                               f"available: {sorted({pt.tokens for pt in pts})}")
     res = fit(sc, chosen, baseline_tok_s=d.get("baseline_tok_s"),
-              fields={"verify": "dataset.points", "baseline": "dataset.baseline_tok_s"})
+              fields={"verify": "dataset.points", "baseline": "dataset.baseline_tok_s"}, data_from=f"dataset {Path(path).name}")
     rows = _scored_rows(scenario_params(res.scenario), pts, b0, c0, in_fit)
     eager_rows = []
     if eager_pts:  # the same forwards launched eagerly: the fitted numbers on the eager path, nothing refitted

@@ -234,6 +234,7 @@ class VerifyCurve:
     verify_ms_high: list[float] | None = None
     breakdown_ms: dict[str, list[float]] = field(default_factory=dict)
     measured: list[dict] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)  # what predict warns of for the same deployment
 
     @property
     def ms(self) -> list[float]:
@@ -247,6 +248,7 @@ class VerifyCurve:
         d["breakdown_ms"] = self.breakdown_ms
         if self.measured:
             d["measured"] = self.measured
+        d["warnings"] = self.warnings
         return d
 
     def __repr__(self) -> str:
@@ -272,6 +274,7 @@ def verify_ms(tokens=(1, 3, 6, 16), scenario: str | Scenario | None = None, **ov
     curve = VerifyCurve(
         scenario=sc.name, tokens=toks, verify_ms=[float(x) for x in np.broadcast_to(vb["total"], (len(toks),))],
         breakdown_ms={k: [float(x) for x in np.broadcast_to(vb[k], (len(toks),))] for k in COMPONENTS},
+        warnings=scenario_warnings(sc),
     )
     if sc.calibration:
         from .calibrate import verify_band
@@ -296,6 +299,7 @@ class OperatorTable:
     total_ms: float
     kernels: int
     rows: list[dict] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)  # what predict warns of for the same deployment
 
     def to_dict(self) -> dict:
         return {"kind": "modeled", "scenario": self.scenario, "tokens": self.tokens, "batch": self.batch,
@@ -371,4 +375,4 @@ def operator_table(tokens: int = 3, scenario: str | Scenario | None = None, **ov
         r["pct"] = 100.0 * r["ms"] / total if total > 0 else 0.0
     rows.sort(key=lambda r: -r["ms"])
     return OperatorTable(sc.name, int(tokens), int(p["batch"]), int(sc.workload.ctx), total,
-                         int(round(float(out["kernels"]))), rows)
+                         int(round(float(out["kernels"]))), rows, scenario_warnings(sc))

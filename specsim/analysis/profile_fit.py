@@ -294,8 +294,11 @@ def apply_profile(sc, path: str):
         path = str(shipped)
     try:
         prof = load_profile(path)
-    except ProfileError as exc:
-        raise SpecsimError("profile", path, str(exc), show_value=False) from None  # the message names the file
+    except ProfileError as exc:  # "FILE: why": the file as the value given, as every other file flag says it
+        msg, lead = str(exc), f"{path}: "
+        if msg.startswith(lead):
+            raise SpecsimError("profile", path, msg[len(lead):]) from None
+        raise SpecsimError("profile", path, msg, show_value=False) from None  # the message names the file
     except OSError as exc:
         raise SpecsimError("profile", path, f"unreadable ({exc.strerror or exc})") from None
     fit = fit_profile(prof, sc.gpu)

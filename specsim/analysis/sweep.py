@@ -134,6 +134,16 @@ def _axis(values, pos: int) -> np.ndarray:
     return arr.reshape(shape)
 
 
+def _range_text(lo, hi, integer: bool) -> str:
+    """``allowed: integers in [1, 64]`` (or ``>= lo`` / ``<= hi`` where one side is open)."""
+    from ..errors import fmt_bound, fmt_range
+
+    what = "integers" if integer else "values"
+    if lo is not None and hi is not None:
+        return f"allowed: {what} in {fmt_range(lo, hi)}"
+    return f"allowed: {what} >= {fmt_bound(lo)}" if lo is not None else f"allowed: {what} <= {fmt_bound(hi)}"
+
+
 def _check_list(name: str, values, lo=None, hi=None, integer=False):
     if values is None:
         return None
@@ -145,10 +155,8 @@ def _check_list(name: str, values, lo=None, hi=None, integer=False):
             raise SpecsimError(name, v, "allowed: finite numbers")
         if integer and int(v) != v:
             raise SpecsimError(name, v, "must be integers")
-        if lo is not None and v < lo:
-            raise SpecsimError(name, v, f"values must be >= {lo}")
-        if hi is not None and v > hi:
-            raise SpecsimError(name, v, f"values must be <= {hi}")
+        if (lo is not None and v < lo) or (hi is not None and v > hi):
+            raise SpecsimError(name, v, _range_text(lo, hi, integer))
     if len(set(vals)) < len(vals):  # a value twice would sweep the same rows twice and rank them twice
         twice = next(v for v, n in Counter(vals).items() if n > 1)
         raise SpecsimError(name, twice, "is given twice; give each value once")

@@ -158,6 +158,7 @@ class Explanation:
     values: dict[str, float]
     elasticities: dict[str, float]
     elasticities_finite_difference: dict[str, float] = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)  # predict's warnings for the same deployment
 
     def to_dict(self) -> dict:
         """Numbers only (JSON-safe: non-finite values become null)."""
@@ -168,7 +169,8 @@ class Explanation:
         return {"kind": "modeled", "scenario": self.scenario, "steps": self.steps,
                 "values": {k: num(v) for k, v in self.values.items()},
                 "elasticities": {k: num(v) for k, v in self.elasticities.items()},
-                "elasticities_finite_difference": {k: num(v) for k, v in self.elasticities_finite_difference.items()}}
+                "elasticities_finite_difference": {k: num(v) for k, v in self.elasticities_finite_difference.items()},
+                "warnings": self.warnings}
 
     def render(self, fmt: str = "markdown") -> str:
         return _render(self, fmt)
@@ -282,7 +284,8 @@ def closed_forms(scenario=None, **overrides) -> Explanation:
     if B_b is not B:
         symbols["B_b"] = B_b
     return Explanation(scenario=sc.name, steps=num["steps"], symbols=symbols, expressions=exprs, values=values,
-                       elasticities=elast, elasticities_finite_difference=_fd_elasticities(num))
+                       elasticities=elast, elasticities_finite_difference=_fd_elasticities(num),
+                       warnings=list(num["pred"].warnings))
 
 
 def elasticities(scenario=None, **overrides) -> dict[str, float]:
@@ -330,6 +333,8 @@ _TEXT_LHS = {
 def _render(e: Explanation, fmt: str) -> str:
     import sympy as sp
 
+    from ..output.render import warning_lines
+
     v = e.values
     x = e.expressions
     k, tau = int(v["steps"]), v["accept_length"]
@@ -374,18 +379,18 @@ def _render(e: Explanation, fmt: str) -> str:
         out.append("elasticities d ln(tok/s) / d ln(x)     sympy  finite-diff")
         out += [f"  {_LABELS[c]:<34} {s:+.4f}  {f:+.4f}" for c, s, f in lines_el]
         out += [f"  {note}"] if (note := queue_note(v)) else []
-        return "\n".join(out)
+        return "\n".join(out) + warning_lines(e.warnings)
     if fmt == "latex":
         out = [f"% {e.scenario}: closed forms (modeled, steps={k})", "\\begin{align*}"]
         out += [f"{sym.replace(' = ', ' &= ', 1)} \\\\  % {sub}" for _, sym, _, sub in items]
         out += ["\\epsilon_{\\mathrm{" + c.replace("_", "\\_") + f"}}}} &= {s:+.4f} \\\\" for c, s, _ in lines_el]
         out.append("\\end{align*}")
         out += [f"% {note}"] if (note := queue_note(v)) else []
-        return "\n".join(out)
+        return "\n".join(out) + warning_lines(e.warnings, "latex")
     out = [f"### {e.scenario}: closed forms of the speculative cycle (modeled, steps={k})", ""]
     for title, sym, _, sub in items:
         out += [f"**{title}**", "", f"$${sym}$$", "", f"`{sub}`", ""]
     out += ["| x | elasticity (sympy) | finite difference |", "|---|---:|---:|"]
     out += [f"| {_LABELS[c]} | {s:+.4f} | {f:+.4f} |" for c, s, f in lines_el]
     out += ["", f"*{note}*"] if (note := queue_note(v)) else []
-    return "\n".join(out)
+    return "\n".join(out) + warning_lines(e.warnings, "markdown")

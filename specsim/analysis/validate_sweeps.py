@@ -617,12 +617,16 @@ def validate_sweeps(dataset: str | None = None) -> SweepValidation:
     from ..io.safe_read import loads_bounded, read_json_file
 
     name = dataset or DEFAULT_DATASET
+    if name == "published-batch-sweeps" and not Path(name).exists():  # the alias is_sweeps_dataset takes
+        name = DEFAULT_DATASET
     if Path(name).exists():
         d = read_json_file(name, "dataset")
     else:
         cand = data_root("calibration").joinpath("datasets", f"{name}.json")
         if not cand.is_file():
-            raise SpecsimError("dataset", name, f"no such file (built-in: {DEFAULT_DATASET})")
+            from ..io.packagedata import unknown_dataset
+
+            raise unknown_dataset(name)
         d = loads_bounded(cand.read_text(encoding="utf-8"), "dataset", name)
     if not isinstance(d, dict):
         raise SpecsimError("dataset", name, "must be a JSON object")

@@ -16,7 +16,7 @@ from __future__ import annotations
 import math
 import re
 
-from ..errors import SpecsimError, short_repr
+from ..errors import SpecsimError, fmt_bound, fmt_range, short_repr
 from ..physics.rules import FLAG_LIMITS, LIMITS, MAX_SAMPLES
 
 MAX_LIST_VALUES = 100_000  # values in one flag's list or range, after expansion
@@ -45,7 +45,7 @@ def _int_token(tok: str, field: str, text: str) -> int:
         raise SpecsimError(field, text, "expected integers or ranges, e.g. 1,3,6 or 1-10")
     v = int(t)
     if abs(v) > MAX_INT_FLAG:
-        raise SpecsimError(field, v, f"allowed: integers of magnitude <= {MAX_INT_FLAG:.0e}")
+        raise SpecsimError(field, v, f"allowed: integers of magnitude <= {fmt_bound(MAX_INT_FLAG)}")
     return v
 
 
@@ -69,8 +69,8 @@ def parse_int_list(text: str, field: str, *, lo: int | None = None, hi: int | No
         if count > max_values:
             raise SpecsimError(field, text, f"{count:,} values or more; allowed at most {max_values:,} per flag")
         spans.append((a, b))
-    allowed = (f"allowed: integers in [{lo}, {hi}]" if lo is not None and hi is not None
-               else f"allowed: integers >= {lo}" if lo is not None else f"allowed: integers <= {hi}")
+    allowed = (f"allowed: integers in {fmt_range(lo, hi)}" if lo is not None and hi is not None
+               else f"allowed: integers >= {fmt_bound(lo)}" if lo is not None else f"allowed: integers <= {fmt_bound(hi)}")
     for a, b in spans:
         if lo is not None and a < lo:
             raise SpecsimError(field, a, allowed)
@@ -167,7 +167,7 @@ def _check_number(v, fail) -> None:
     if isinstance(v, float) and not math.isfinite(v):
         fail(f"got {short_repr(v)}; allowed: a finite number")
     if isinstance(v, int) and abs(v) > MAX_INT_FLAG:
-        fail(f"got {short_repr(v)}; allowed: an integer of magnitude <= {MAX_INT_FLAG:.0e}")
+        fail(f"got {short_repr(v)}; allowed: an integer of magnitude <= {fmt_bound(MAX_INT_FLAG)}")
 
 
 def _not_an_integer(value, cause, param=None) -> str | None:
@@ -196,7 +196,7 @@ def _clipped(text: str) -> str:
 
 
 def not_an_integer_message(bad, option: str | None) -> str:
-    """``got '1.5'; allowed: an integer in [1, 1e+06]``: the value as given (quoted where it is text) and the
+    """``got '1.5'; allowed: an integer in [1, 1000000]``: the value as given (quoted where it is text) and the
     option's own range where the schema has one (:data:`~specsim.physics.rules.FLAG_LIMITS`), else the magnitude
     every int option is held to."""
     text = _clipped(bad if isinstance(bad, str) else short_repr(bad))
@@ -204,12 +204,12 @@ def not_an_integer_message(bad, option: str | None) -> str:
     flag = (option or "").lstrip("-").replace("_", "-")  # click's parameter name (draft_tokens) -> the flag
     if flag in FLAG_LIMITS:
         lo, hi = LIMITS[FLAG_LIMITS[flag]]
-        return f"got {shown}; allowed: an integer in [{lo:g}, {hi:g}]"
+        return f"got {shown}; allowed: an integer in {fmt_range(lo, hi)}"
     try:
         huge = abs(float(text)) > MAX_INT_FLAG
     except ValueError:
         huge = False
-    return f"got {shown}; allowed: an integer" + (f" of magnitude <= {MAX_INT_FLAG:.0e}" if huge else "")
+    return f"got {shown}; allowed: an integer" + (f" of magnitude <= {fmt_bound(MAX_INT_FLAG)}" if huge else "")
 
 
 def not_a_number_message(bad) -> str:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 
-from ..errors import SpecsimError
+from ..errors import SpecsimError, fmt_bound, fmt_range
 
 
 def is_number(v: object) -> bool:
@@ -28,7 +28,7 @@ def check_number(v: object, field: str, lo: float, hi: float, *, lo_open: bool =
     ok = is_number(v) and math.isfinite(float(v))  # type: ignore[arg-type]
     fv = float(v) if ok else math.nan  # type: ignore[arg-type]
     if not ok or fv > hi or fv < lo or (lo_open and fv == lo):
-        rng = f"({lo:g}, {hi:g}]" if lo_open else f"[{lo:g}, {hi:g}]"
+        rng = f"({fmt_bound(lo)}, {fmt_bound(hi)}]" if lo_open else fmt_range(lo, hi)
         raise SpecsimError(field, v, f"allowed: a finite number in {rng}")
     return fv
 

@@ -1618,7 +1618,7 @@ class _State:
                 dropped += int(sum(g.bins[b][_N] for b in order if b not in keep))
         return kept, dropped
 
-    def result(self, names: list[str], allow_empty: bool = False) -> IngestResult:
+    def result(self, names: list[str], allow_empty: bool = False, binary: list[str] | None = None) -> IngestResult:
         kept, dropped = self._warmup_filter()
         if dropped:
             self.formats["sglang_decode"] -= dropped
@@ -1627,9 +1627,11 @@ class _State:
         store = [t for t in self.decode_store if t[2] not in kept or t[3] in kept[t[2]]]
         n_records = sum(self.formats.values())
         if n_records == 0 and not allow_empty:
+            looks = f"; {', '.join(binary)} {'looks' if len(binary) == 1 else 'look'} binary, not a text log" if binary else ""
             raise IngestError(
-                f"no recognisable SGLang/vLLM records in {', '.join(names) or '<none>'} "
-                f"({self.lines_total} lines read, {self.lines_skipped} skipped)")
+                f"file: no recognisable SGLang/vLLM records in {', '.join(names) or '<none>'} "
+                f"({self.lines_total} lines read, {self.lines_skipped} skipped as corrupt, {self.lines_ignored} "
+                f"unrelated{looks}); allowed: SGLang server logs, bench_speculative/bench_serving JSONL, vLLM logs")
         overlap = (self.overlap_explicit if self.overlap_explicit is not None
                    else self.overlap_from_args)
         return IngestResult(
@@ -1688,16 +1690,19 @@ def ingest_files(paths: list[str | os.PathLike], *, allow_empty: bool = False) -
             raise IngestError(f"file: {name} is not a regular file (a FIFO, device or socket); "
                               "only regular files are read, or '-' for standard input")
     state = _State()
+    binary: list[str] = []  # files whose text is NUL bytes or mostly not UTF-8: named when nothing was recognised
     for name in names:
         state.new_file()
         try:
             for block in iter_blocks(name, "file"):
+                if (not binary or binary[-1] != name) and ("\x00" in block or 20 * block.count("\ufffd") > len(block)):
+                    binary.append(name)
                 state.feed_block(block)
         except SpecsimError as exc:
             raise IngestError(str(exc)) from None
         except OSError as exc:
             raise IngestError(f"file: {name} is not readable ({exc.strerror or exc})") from None
-    return state.result(names, allow_empty)
+    return state.result(names, allow_empty, binary)
 
 
 def ingest_text(text: str, name: str = "<text>", *, allow_empty: bool = False) -> IngestResult:

@@ -149,3 +149,26 @@ def moe_config_tuned(gpu_name: str, num_experts: int, num_shared: int, n_per_ran
                     continue  # SGLang looks up the file of the checkpoint's own scaling
                 return name
     return None
+
+
+@cache
+def builtin_dataset_names() -> tuple[str, ...]:
+    """The shipped datasets ``specsim validate NAME`` scores: measured-points datasets (model, gpu, tp, points) and
+    throughput-sweeps datasets; the other files beside them are kernel timings other code reads."""
+    names = []
+    for f in sorted(data_root("calibration").joinpath("datasets").iterdir(), key=lambda f: f.name):
+        if not f.name.endswith(".json"):
+            continue
+        try:
+            d = json.loads(f.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue
+        if isinstance(d, dict) and (d.get("kind") == "throughput_sweeps" or {"model", "gpu", "tp", "points"} <= d.keys()):
+            names.append(f.name.removesuffix(".json"))
+    return tuple(names)
+
+
+def unknown_dataset(name: str) -> SpecsimError:
+    """The error for a ``validate`` dataset that is neither a file nor a built-in name: it lists the built-in ones."""
+    return SpecsimError("dataset", name, f"no such file or built-in dataset; built-in datasets: "
+                                         f"{', '.join(builtin_dataset_names())}")

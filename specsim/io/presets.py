@@ -88,7 +88,7 @@ def load_scenario(name_or_file: str | None = None) -> Scenario:
 
     path = Path(name)
     if not path.exists() and not path.is_symlink() and name != "-":
-        raise SpecsimError("scenario", name, f"not a file; built-in scenarios: {', '.join(builtins)}")
+        raise SpecsimError("scenario", name, f"no such file or built-in scenario; built-in scenarios: {', '.join(builtins)}")
     data = read_json_file(name, "scenario", allow_stdin=True)
     if not isinstance(data, dict):
         raise SpecsimError("scenario", name, "must hold a JSON object")

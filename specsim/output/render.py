@@ -150,13 +150,24 @@ def _prediction_tables(p) -> list[tuple[str, list[str], list[list[object]]]]:
     return tables
 
 
+def warning_lines(warnings, fmt: str = "text") -> str:
+    """The warnings a result carries (memory fit, the engine's cap, extrapolations, notes), one line each after it:
+    ``warning: ...`` (text), ``> **warning:** ...`` (Markdown), ``% warning: ...`` (LaTeX). predict, verify and
+    explain all print them this way."""
+    ws = [" ".join(str(w).split()) for w in warnings or ()]
+    if fmt == "markdown":
+        return "".join(f"\n\n> **warning:** {w}" for w in ws)
+    return "".join(f"\n{'% ' if fmt == 'latex' else ''}warning: {w}" for w in ws)
+
+
 def prediction_text(p) -> str:
     out = "\n\n".join(table_text(h, r, t) for t, h, r in _prediction_tables(p))
-    return fit_width(out + "".join(f"\nwarning: {w}" for w in getattr(p, "warnings", [])))
+    return fit_width(out + warning_lines(getattr(p, "warnings", [])))
 
 
 def prediction_markdown(p) -> str:
-    return "\n\n".join(f"**{t}**\n\n" + table_markdown(h, r) for t, h, r in _prediction_tables(p))
+    out = "\n\n".join(f"**{t}**\n\n" + table_markdown(h, r) for t, h, r in _prediction_tables(p))
+    return out + warning_lines(getattr(p, "warnings", []), "markdown")
 
 
 def prediction_html(p) -> str:
@@ -181,12 +192,12 @@ def verify_text(v) -> str:
     out = table_text(h, r, f"{v.scenario}: target verify forward (modeled)")
     if v.measured:
         out += "\n\n" + table_text(["tokens", "measured ms"], [[m.get("tokens"), m.get("ms")] for m in v.measured], "measured points")
-    return out
+    return fit_width(out + warning_lines(getattr(v, "warnings", [])))
 
 
 def verify_markdown(v) -> str:
     h, r = _verify_rows(v)
-    return table_markdown(h, r)
+    return table_markdown(h, r) + warning_lines(getattr(v, "warnings", []), "markdown")
 
 
 def verify_html(v) -> str:

@@ -1,4 +1,4 @@
-"""One-file reports: a self-contained HTML page (plotly.js embedded, opens offline) or Markdown.
+"""One-file reports: a self-contained HTML page (plotly.js embedded, opens offline), Markdown, or JSON (the numbers).
 
     >>> import specsim.report as r
     >>> html = r.build_report()                       # default scenario, HTML
@@ -36,7 +36,7 @@ SECTIONS = (
     ("sensitivity", "Sensitivity (tornado)"),
     ("inputs", "Scenario inputs and sources"),
 )
-FORMATS = ("html", "md")
+FORMATS = ("html", "md", "json")
 _VERIFY_TABLE_TOKENS = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64)
 _SPEC_TOK_S = re.compile(r"^spec_tok_s_at_(\d+)_steps?$")
 _BEST_STEPS = re.compile(r"^best_steps_of_(\d+)_to_(\d+)$")
@@ -93,6 +93,26 @@ class ReportData:
         """
         return _render_markdown(self, svg=static_export_available() if svg is None else svg, preface=preface_md)
 
+    def to_dict(self) -> dict:
+        """The report's numbers as one JSON-ready object (no figures): the prediction, the steps sweep, the verify
+        curve, the training what-if, the elasticities and the summary rows."""
+        from dataclasses import asdict
+
+        return _json_ready({
+            "kind": "modeled", "scenario": self.scenario.name, "description": self.scenario.description,
+            "summary": [[_json_cell(c) for c in row] for row in self.summary],
+            "prediction": self.prediction.to_dict(), "steps_sweep": asdict(self.sweep), "verify": self.verify.to_dict(),
+            "training_whatif": self.whatif.to_dict() if self.whatif is not None else None,
+            "training_whatif_error": self.whatif_error, "elasticities": self.elasticities,
+            "elasticities_error": self.elasticities_error, "elasticities_note": self.elasticities_note,
+            "measured_mismatch": self.measured_mismatch, "inputs": self.scenario.model_dump(mode="json"),
+        })
+
+    def to_json(self) -> str:
+        import json
+
+        return json.dumps(self.to_dict(), indent=1, allow_nan=False) + "\n"
+
     def _repr_html_(self) -> str:
         # tables only (notebooks display the figures from .figures() with their own renderer)
         return "<div class='specsim-report'>" + "".join(
@@ -105,6 +125,23 @@ class ReportData:
 
 # ---------------------------------------------------------------------------------------------
 # public API
+
+
+def _json_cell(c: object) -> object:
+    return c if isinstance(c, (int, float, str, bool, type(None))) else str(c)
+
+
+def _json_ready(obj):
+    """NaN/inf -> null, numpy scalars -> Python numbers, tuples -> lists (JSON has none of them)."""
+    if isinstance(obj, float):
+        return obj if math.isfinite(obj) else None
+    if isinstance(obj, dict):
+        return {str(k): _json_ready(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_json_ready(v) for v in obj]
+    if hasattr(obj, "item") and not isinstance(obj, (str, bytes)):
+        return _json_ready(obj.item())
+    return obj
 
 
 def collect_report(
@@ -170,28 +207,52 @@ def build_report(
     fmt: str = "html",
     **kw,
 ) -> str:
-    """The report as text: ``fmt="html"`` (one self-contained page) or ``"md"`` (Markdown).
+    """The report as text: ``fmt="html"`` (one self-contained page), ``"md"`` (Markdown) or ``"json"`` (the numbers).
 
     Extra keywords go to :func:`collect_report` (e.g. ``verify_tokens``).
     """
     fmt = _check_fmt(fmt)
     data = collect_report(scenario, sweep_steps=sweep_steps, accept_lengths=accept_lengths,
                           training_target_samples=training_target_samples, **kw)
-    return data.to_html() if fmt == "html" else data.to_markdown()
+    return data.to_html() if fmt == "html" else data.to_markdown() if fmt == "md" else data.to_json()
+
+
+#: a report file's suffix -> the format it holds
+SUFFIX_FORMATS = {".html": "html", ".htm": "html", ".md": "md", ".markdown": "md", ".json": "json"}
+_FORMAT_WORDS = {"html": "an HTML", "md": "a Markdown", "json": "a JSON"}
+
+
+def report_format(path, fmt: str | None = None) -> str:
+    """The format a report written to ``path`` takes: ``fmt`` (html, md/markdown, json) where given, else the
+    suffix's (:data:`SUFFIX_FORMATS`). A suffix of another format than ``fmt``, an unknown suffix, or no suffix
+    and no ``fmt`` (``-``, standard output, included) is a one-line :class:`SpecsimError`."""
+    import os
+
+    name = os.fspath(path)
+    suffix = "" if name == "-" else os.path.splitext(name)[1].lower()
+    known = ", ".join(SUFFIX_FORMATS)
+    if suffix and suffix not in SUFFIX_FORMATS:
+        raise SpecsimError("out", name, f"allowed: a file name ending in {known} (the suffix picks the format)")
+    want = _check_fmt(fmt) if fmt is not None else None
+    have = SUFFIX_FORMATS.get(suffix)
+    if want is None and have is None:
+        where = "standard output has no suffix" if name == "-" else "it has no suffix"
+        raise SpecsimError("out", name, f"{where}: give --format html, md or json, or a file name ending in {known}")
+    if want is not None and have is not None and want != have:
+        raise SpecsimError("format", fmt, f"--out {name!r} names {_FORMAT_WORDS[have]} file: give --format {have}, "
+                                          f"leave --format out, or name the file *.{'md' if want == 'md' else want}")
+    return want or have  # type: ignore[return-value]
 
 
 def write_report(path, fmt: str | None = None, **kw) -> str:
     """Build a report and write it atomically (a failure leaves no partial file); returns the format.
 
-    ``fmt`` defaults from the suffix: ``.md``/``.markdown`` -> Markdown, anything else -> HTML.
+    The format is :func:`report_format`'s: ``fmt`` where given, else the suffix's (``.html``/``.htm``, ``.md``/
+    ``.markdown``, ``.json``); the two must agree.
     """
-    from pathlib import Path
-
     from ..io.files import write_atomic
 
-    if fmt is None:
-        fmt = "md" if Path(path).suffix.lower() in (".md", ".markdown") else "html"
-    fmt = _check_fmt(fmt)
+    fmt = report_format(path, fmt)
     text = build_report(fmt=fmt, **kw)
     write_atomic(path, text)
     return fmt
@@ -209,7 +270,7 @@ def static_export_available() -> bool:
 def _check_fmt(fmt: str) -> str:
     f = {"markdown": "md", "htm": "html"}.get(str(fmt).lower(), str(fmt).lower())
     if f not in FORMATS:
-        raise SpecsimError("format", fmt, "choose html or md")
+        raise SpecsimError("format", fmt, "allowed: html, md (markdown) or json")
     return f
 
 

@@ -60,10 +60,10 @@ def in_limits(name: str, value) -> bool:
 def check_range(lo: float | None, hi: float | None, value, flag: str):
     """Refuse ``value`` outside [lo, hi] with the one-line error naming ``flag``; else return it."""
     if (lo is not None and value < lo) or (hi is not None and value > hi):
-        from ..errors import SpecsimError
+        from ..errors import SpecsimError, fmt_bound
 
-        lo_s = "" if lo is None else f"{lo:g}"
-        hi_s = "" if hi is None else f"{hi:g}"
+        lo_s = "" if lo is None else fmt_bound(lo)
+        hi_s = "" if hi is None else fmt_bound(hi)
         raise SpecsimError(flag, value, f"allowed: an integer in [{lo_s}, {hi_s}]" if lo is not None and hi is not None
                            else f"allowed: >= {lo_s}" if lo is not None else f"allowed: <= {hi_s}")
     return value

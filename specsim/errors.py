@@ -96,12 +96,13 @@ def _mentions_value(msg: str, value: object) -> bool:
 
 
 def fmt_bound(v: object) -> str:
-    """A range bound as a user reads it: whole numbers in digits (``1000000``, not ``1e+06``), others as ``%g``."""
+    """A range bound as a user reads it: whole numbers below 1e10 in digits (``1000000``, not ``1e+06``), larger
+    ones and fractions as ``%g`` without the exponent's plus sign (``1e15``, ``2.5e-05``)."""
     if isinstance(v, bool) or not isinstance(v, (int, float)):
         return str(v)
-    if isinstance(v, int) or (math.isfinite(v) and v.is_integer() and abs(v) < 1e16):
+    if (isinstance(v, int) or (math.isfinite(v) and v.is_integer())) and abs(v) < 1e10:
         return str(int(v))
-    return f"{v:g}"
+    return f"{float(v):g}".replace("e+", "e")
 
 
 def fmt_range(lo: object, hi: object) -> str:

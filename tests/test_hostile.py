@@ -244,7 +244,7 @@ def test_named_case_is_refused_in_one_line(capsys, files, argv, field):
     (["predict", "--batch", ""], "error: batch: got ''; allowed: an integer in [1, 1000000]"),
     (["predict", "--ctx", "1.5"], "error: ctx: got 1.5; allowed: an integer in [0, 100000000]"),
     (["sweep", "--top", "1.5"], "error: top: got 1.5; allowed: an integer"),
-    (["sweep", "--top", "1e30"], "error: top: got 1e30; allowed: an integer of magnitude <= 1000000000000000"),
+    (["sweep", "--top", "1e30"], "error: top: got 1e30; allowed: an integer of magnitude <= 1e15"),
     (["predict", "--accept", ""], "error: accept: got ''; allowed: a finite number"),
     (["whatif", "allreduce", "--scale", "x"], "error: scale: got 'x'; allowed: a finite number"),
 ])
@@ -985,7 +985,7 @@ def test_a_csv_to_a_reader_that_stops_early_exits_quietly(tmp_path):
 
 def test_training_samples_below_one_are_refused_in_data_and_scenarios(run_cli, tmp_path):
     code, _, err = run_cli("whatif", "training", "--data", "0.5=2.0", "--target-samples", "1M")
-    assert code == 2 and "in [1, 1e+13]" in err
+    assert code == 2 and "in [1, 1e13]" in err
     d = json.loads((ROOT / "calibration" / "scenarios" / "kimi-k2.5-seed.json").read_text())
     d["draft"]["training_samples"] = 0.5
     f = tmp_path / "s.json"

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..errors import SpecsimError
+from ..errors import SpecsimError, fmt_bound
 from ..physics.rules import MAX_GPUS_PER_REPLICA, MAX_SAMPLES
 from ..physics.schema import Speculation, field_range
 
@@ -106,7 +106,7 @@ def parse_data_points(items: list[str]) -> list[tuple[float, float, int]]:
 
 def _check_point(samples: float, tau: float, steps: int, raw: object) -> None:
     if not (math.isfinite(samples) and 1 <= samples <= MAX_SAMPLES):
-        raise SpecsimError("data", raw, f"training samples must be a number in [1, {MAX_SAMPLES:.0e}]")
+        raise SpecsimError("data", raw, f"training samples must be a number in [1, {fmt_bound(MAX_SAMPLES)}]")
     lo, hi = field_range(Speculation, "steps")
     if not lo <= steps <= hi:
         raise SpecsimError("data", raw, f"steps must be an integer in [{lo}, {hi}]")
@@ -495,9 +495,9 @@ def whatif_training(
                                      f"P_draft {draft_params(sc.draft) / 1e9:.2f}B"
     gpus = sc.parallel.tp if gpus_per_replica is None else gpus_per_replica
     if not (math.isfinite(now) and 0 < now <= MAX_SAMPLES):
-        raise SpecsimError("current-samples", current_samples, f"training samples must be a number in (0, {MAX_SAMPLES:.0e}]")
+        raise SpecsimError("current-samples", current_samples, f"training samples must be a number in (0, {fmt_bound(MAX_SAMPLES)}]")
     if not (math.isfinite(target) and 0 < target <= MAX_SAMPLES):
-        raise SpecsimError("target-samples", target_samples, f"training samples must be a number in (0, {MAX_SAMPLES:.0e}]")
+        raise SpecsimError("target-samples", target_samples, f"training samples must be a number in (0, {fmt_bound(MAX_SAMPLES)}]")
     if target <= now:
         raise SpecsimError("target-samples", target_samples, f"target samples must exceed current samples ({now:,.0f})")
     if not (math.isfinite(rate) and rate >= 0):

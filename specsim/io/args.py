@@ -152,7 +152,7 @@ def parse_samples(text: str | float, field: str) -> float:
     except ValueError:
         raise SpecsimError(field, text, "expected a number of samples such as 37000, 37K or 1.4M") from None
     if not math.isfinite(v) or not 1 <= v <= MAX_SAMPLES:
-        raise SpecsimError(field, text, f"allowed: a sample count in [1, {MAX_SAMPLES:.0e}]")
+        raise SpecsimError(field, text, f"allowed: a sample count in [1, {fmt_bound(MAX_SAMPLES)}]")
     return v
 
 

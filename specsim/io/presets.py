@@ -78,6 +78,14 @@ def _builtin_scenario(name: str) -> Scenario:
 
 def load_scenario(name_or_file: str | None = None) -> Scenario:
     """A built-in scenario by name, or a scenario JSON file (as written by dump/calibrate)."""
+    import os
+
+    if name_or_file is not None and not isinstance(name_or_file, (str, os.PathLike)):
+        from ..errors import SpecsimTypeError
+
+        raise SpecsimTypeError("scenario", name_or_file, "allowed: a built-in scenario name, a scenario JSON path or None "
+                               "(the default)")
+    name_or_file = None if name_or_file is None else os.fspath(name_or_file)
     name = name_or_file or DEFAULT_SCENARIO
     builtins = builtin_scenarios()
     if name_or_file is not None and not str(name_or_file).strip():  # "" is not "the default"

@@ -50,7 +50,7 @@ def get_engine(name: str) -> Engine:
 
 def get_model(name_or_path: str) -> tuple[TargetModel, DraftModel]:
     """A model preset (target + EAGLE-3 head), or a Hugging Face config.json path."""
-    if names_a_file(name_or_path) and (Path(name_or_path).exists() or name_or_path.endswith(".json")):
+    if names_a_file(name_or_path):
         from .hfconfig import load_hf_config
 
         return load_hf_config(name_or_path)

@@ -23,24 +23,24 @@ from specsim.errors import SpecsimError, SpecsimTypeError
     ({"batch": 2.5}, "batch", "an integer"),
     ({"batch": True}, "batch", "an integer"),
     ({"batch": math.nan}, "batch", "NaN"),
-    ({"graph_max": 1.5}, "graph_max", "an integer"),
-    ({"draft_tokens": "4"}, "draft_tokens", "an integer"),
+    ({"graph_max": 1.5}, "graph-max", "an integer"),
+    ({"draft_tokens": "4"}, "draft-tokens", "an integer"),
     ({"accept": [1, 2]}, "accept", "a finite number"),
     ({"accept": "2"}, "accept", "a finite number"),
     ({"accept": math.inf}, "accept", "a finite number"),
-    ({"accept_rates": 0.8}, "accept_rates", "a list"),
-    ({"accept_rates": ["a"]}, "accept_rates", "a list"),
-    ({"accept_rates": [math.nan]}, "accept_rates", "finite"),
+    ({"accept_rates": 0.8}, "accept-rates", "a list"),
+    ({"accept_rates": ["a"]}, "accept-rates", "a list"),
+    ({"accept_rates": [math.nan]}, "accept-rates", "finite"),
     ({"model": 3}, "model", "a string"),
     ({"gpu": 3}, "gpu", "a string"),
     ({"engine": 3}, "engine", "a string"),
     ({"profile": 3}, "profile", "a string"),
-    ({"stop_strings": "yes"}, "stop_strings", "True or False"),
+    ({"stop_strings": "yes"}, "stop-strings", "True or False"),
 ])
 def test_a_wrong_type_names_the_argument(kw, field, allowed):
     with pytest.raises(SpecsimTypeError) as exc:
         specsim.predict(**kw)
-    msg = str(exc.value)
+    msg = str(exc.value)  # named as the flag (draft-tokens), as the range errors name it
     assert msg.startswith(f"{field}: got ") and allowed in msg and "\n" not in msg
     assert isinstance(exc.value, TypeError) and isinstance(exc.value, ValueError)  # either except catches it
 

@@ -252,7 +252,6 @@ def test_the_architecture_gives_the_model_type_when_it_is_missing(tmp_path):
      "architectures: got 'Qwen3MoeForCausalLM'; a MoE architecture, but model_type 'qwen3' is dense"),
     ({**LLAMA, "model_type": "qwen3", "num_experts": 128, "num_experts_per_tok": 8},
      "num_experts: got 128; routed experts, but model_type 'qwen3' is a dense model"),
-    ({**LLAMA, "architectures": "LlamaForCausalLM"}, "architectures: got 'LlamaForCausalLM'; allowed: a list"),
 ])
 def test_an_unknown_or_contradictory_architecture_is_named(tmp_path, cfg, needle):
     """A MoE config under a dense model_type was modeled dense without a word; an unknown one named only model_type."""
@@ -321,3 +320,11 @@ def test_a_model_that_is_no_config_is_one_line_naming_the_file(run_cli, not_conf
 def test_a_preset_name_wins_over_a_file_of_that_name(run_json, not_configs):
     (not_configs / "llama-3.1-8b").write_text("not a config")
     assert run_json("predict", "--model", "llama-3.1-8b", "--tp", "1")["model"].startswith("Llama-3.1-8B")
+
+
+def test_a_hub_id_of_a_preset_is_the_preset_unless_that_folder_exists(run_json, not_configs):
+    """org/name is a path and a preset's hub id: with no such folder it is the preset (as before), with one the folder."""
+    assert run_json("predict", "--model", "meta-llama/Llama-2-7b-chat-hf", "--tp", "1")["model"] == get_model("llama-2-7b")[0].name
+    (not_configs / "meta-llama" / "Llama-2-7b-chat-hf").mkdir(parents=True)
+    _write(not_configs / "meta-llama" / "Llama-2-7b-chat-hf", LLAMA)
+    assert run_json("predict", "--model", "meta-llama/Llama-2-7b-chat-hf", "--tp", "1")["model"] == "Llama-2-7b-chat-hf"

@@ -241,7 +241,7 @@ _KIND_ALLOWED = {"name": "allowed: a name (a string)", "int": "allowed: an integ
 
 def check_overrides(overrides: dict) -> dict:
     """The overrides of the Python API with plain values, else a one-line :class:`SpecsimTypeError` naming the
-    argument: an unknown name (with the nearest known one), a string for a number, a fraction or a bool for an
+    argument (as its flag, ``draft-tokens``, like the range errors): an unknown name (with the nearest known one), a string for a number, a fraction or a bool for an
     integer, a NaN, a list of the wrong things. Integers may come as integral floats (2.0) or numpy scalars; paths
     (model, profile) as ``os.PathLike``. Ranges are checked where the values are applied."""
     import difflib
@@ -275,7 +275,7 @@ def check_overrides(overrides: dict) -> dict:
                 isinstance(x, numbers.Real) and not isinstance(x, bool) and math.isfinite(x) for x in v):
             out[key] = [float(x) for x in v]
         else:
-            raise SpecsimTypeError(key, v, _KIND_ALLOWED[kind] + (" (not NaN or infinite)" if real and not math.isfinite(v)
+            raise SpecsimTypeError(key.replace("_", "-"), v, _KIND_ALLOWED[kind] + (" (not NaN or infinite)" if real and not math.isfinite(v)
                                                                    and kind == "int" else ""))
     return {key: out[key] for key in overrides}  # the caller's order
 

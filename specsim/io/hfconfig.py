@@ -239,9 +239,8 @@ def _load(path: Path) -> tuple[TargetModel, DraftModel]:
     raw, path = _read(path)
     c = _Cfg(raw, path)
     archs = raw.get("architectures")
-    if archs is not None and not (isinstance(archs, list) and all(isinstance(a, str) for a in archs)):
-        raise SpecsimError(c._field("architectures"), archs, "allowed: a list of class names (text)")
-    arch = archs[0][:200] if archs else None  # a name only: it picks the engine's per-architecture kernels
+    # a name only (it picks the engine's per-architecture kernels and checks model_type); a malformed list names none
+    arch = archs[0][:200] if isinstance(archs, list) and archs and isinstance(archs[0], str) and archs[0] else None
     arch_type = ARCHITECTURE_TYPES.get(arch or "")
     mt = c.mt = c.mt if c.mt is not None else arch_type
     if mt not in SUPPORTED_MODEL_TYPES:

@@ -119,15 +119,18 @@ def engine_entry(name: str) -> dict:
 
 
 def names_a_file(name: str) -> bool:
-    """Whether a ``--model`` value is a path (a Hugging Face config.json or its folder), not a preset name: it has a
-    path separator or ends in ``.json``, or it names no model preset and a file or folder of that name exists
-    (``--model garbage.bin`` is read, and refused, as the file it is)."""
-    if any(c in name for c in "/\\") or name.endswith(".json"):
-        return True
+    """Whether a ``--model`` value is a path (a Hugging Face config.json or its folder), not a preset name: a file or
+    folder of that name exists and, without a path separator or ``.json``, it names no model preset (a preset wins
+    over a stray file; an existing ``org/name`` folder over the preset of that hub id); or it names nothing that
+    exists but looks like a path (a separator or ``.json``) and is no preset's hub id (it is then refused as the
+    missing file it is). ``--model garbage.bin`` is read, and refused, as the file it is."""
     try:
-        return bool(name) and _find("models", name) is None and os.path.lexists(name)
+        exists = bool(name) and os.path.lexists(name)
     except (ValueError, OSError):  # a NUL byte, a name the system refuses
-        return False
+        exists = False
+    if any(c in name for c in "/\\") or name.endswith(".json"):
+        return exists or _find("models", name) is None
+    return exists and _find("models", name) is None
 
 
 def model_entry(name: str) -> tuple[dict, dict]:

@@ -827,7 +827,8 @@ def whatif_tp_cmd(
 @whatif_app.command("quant")
 @deployment_options(skip=("dtype",))
 def whatif_quant_cmd(
-    dtype: str = typer.Option(..., "--dtype", help="dtype to move to: bf16, fp8, int8, int4 or fp4"),
+    dtype: str = typer.Option(..., "--dtype", help="dtype to move to: fp32, bf16, fp16, fp8, int8, int4 or fp4 "
+                              "(every dtype the cost model has bytes for; --dtype's bf16, fp8, int4 among them)"),
     target: str | None = typer.Option(None, "--target", help="routed_experts, shared_experts, attention, dense_mlp, all "
                                       "(default: routed_experts on a MoE, all on a dense model)"),
     fmt: Fmt = FmtOpt,

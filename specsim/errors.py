@@ -20,6 +20,11 @@ class SpecsimError(ValueError):
         super().__init__(f"{field}: got {short_repr(value)}; {allowed}" if show_value else f"{field}: {allowed}")
 
 
+class SpecsimTypeError(SpecsimError, TypeError):
+    """An argument of the wrong type given to the Python API (``specsim.predict(steps="2")``): a
+    :class:`SpecsimError` (the CLI's one line, exit 2) that ``except TypeError`` catches too."""
+
+
 def short_repr(value: object, limit: int = MAX_VALUE_CHARS) -> str:
     """``repr`` cut to ``limit`` characters (a 100 kB value must not flood the error line)."""
     if isinstance(value, float) and not math.isfinite(value):

@@ -1,6 +1,7 @@
 """Calibration: parameter recovery, extrapolation from 2 points, seed leave-one-out, bad input."""
 
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -10,6 +11,7 @@ from specsim.physics.cycle import verify_breakdown
 from specsim.physics.params import scenario_params
 
 TOKENS = [1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64]
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def _synthetic(sc, truth, noise=0.01, seed=0):
@@ -183,3 +185,34 @@ def test_parameter_sets_evaluated_together_equal_each_alone():
     assert together.shape == (3, len(pts) + 1 + len(cycles))
     assert np.allclose(together, np.array(alone), rtol=1e-12, atol=0)
     assert len({tuple(r) for r in together.round(9)}) == 3  # the sets really differ
+
+
+def test_points_given_twice_are_fitted_once_or_refused_naming_both(run_cli, run_json, tmp_path):
+    """A forward measured twice: with the same time it is one measurement (fitted once, said so, the same fit as
+    without the repeat, not a second point to free a parameter with); with another time the one-line error names
+    both and the forward, and nothing is written. Same batch and tokens at another context is another forward."""
+    base = ("calibrate", "--model", "llama-3.1-8b", "--gpu", "h100", "--tp", "1")
+    once = run_json(*base, "--point", "4=7.6", "--point", "8=8.0", "--out", str(tmp_path / "a.json"))
+    code, out, err = run_cli(*base, "--point", "4=7.6", "--point", "4=7.6", "--point", "8=8.0", "--point", "4=7.6",
+                             "--out", str(tmp_path / "b.json"), "--json")
+    twice = json.loads(out)
+    assert code == 0 and twice["parameters"] == once["parameters"]
+    assert "2 measured point(s) given twice with the same time were fitted once" in " ".join(out.split())
+    code, out, err = run_cli(*base, "--point", "4=7.6", "--point", "4=7.7", "--out", str(tmp_path / "c.json"))
+    assert code == 2 and err == ("error: point: got '4=7.7'; contradicts 4=7.6, the same forward (tokens 4, batch 1, "
+                                 "ctx 2048) measured twice; give one time per forward (average repeated runs first)\n")
+    assert not (tmp_path / "c.json").exists()
+
+
+def test_a_dataset_with_a_forward_measured_twice_is_refused_or_scored_once(run_cli, run_json, tmp_path):
+    src = ROOT / "calibration" / "datasets" / "h100-llama-3.1-8b-forwards.json"
+    d = json.loads(src.read_text())
+    same = {**d, "points": d["points"] + d["points"][:40]}
+    (tmp_path / "same.json").write_text(json.dumps(same))
+    assert run_json("validate", str(tmp_path / "same.json"))["points"] == run_json("validate", str(src))["points"]
+    other = {**d, "points": d["points"] + [dict(d["points"][7], ms=d["points"][7]["ms"] * 1.1)]}
+    (tmp_path / "other.json").write_text(json.dumps(other))
+    code, out, err = run_cli("validate", str(tmp_path / "other.json"))
+    p = d["points"][7]
+    assert code == 2 and err.startswith(f"error: dataset other.json: points: got '{p['tokens']}=") and err.count("\n") == 1
+    assert f"(tokens {p['tokens']}, batch {p['batch']}, ctx {p['ctx']}) measured twice" in err

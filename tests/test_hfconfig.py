@@ -189,3 +189,142 @@ def test_an_fp8_checkpoint_s_scaling_comes_from_its_quantization_config(tmp_path
     assert target.moe.fp8_scales == "tensor" and target.dtypes.routed_experts == "fp8"
     target, _ = load_hf_config(fx / "qwen3-30b-a3b" / "config.json")
     assert target.moe.fp8_scales == "block" and target.dtypes.routed_experts == "bf16"  # the default, unused for bf16
+
+
+# ---- dtype, architecture and name of a config.json; --model values that are no config --------------------------
+
+
+@pytest.mark.parametrize("extra, want", [
+    ({}, "bf16"),
+    ({"torch_dtype": "bfloat16"}, "bf16"),
+    ({"torch_dtype": "float16"}, "fp16"),
+    ({"torch_dtype": "float32"}, "fp16"),  # SGLang / vLLM --dtype auto serve float32 checkpoints as float16
+    ({"dtype": "float8_e4m3fn"}, "fp8"),  # transformers 5's key
+    ({"torch_dtype": "torch.float16"}, "fp16"),
+    ({"torch_dtype": "auto"}, "bf16"),
+])
+def test_the_checkpoint_dtype_is_the_weights_dtype(tmp_path, extra, want):
+    """torch_dtype / dtype were ignored: every config was modeled as bf16 weights."""
+    t, _ = load_hf_config(_write(tmp_path, {**LLAMA, **extra}))
+    assert {t.dtypes.attention, t.dtypes.dense_mlp, t.dtypes.embedding, t.dtypes.lm_head, t.dtypes.kv_cache} == {want}
+    if extra:
+        assert "dtypes" in t.sources
+
+
+def test_a_quantised_checkpoint_keeps_its_quantisation_and_the_rest_takes_its_dtype(tmp_path):
+    cfg = {**DSV3, "torch_dtype": "float16"}
+    t, _ = load_hf_config(_write(tmp_path, cfg))
+    assert t.dtypes.routed_experts == "fp8" and t.dtypes.attention == "fp8" and t.dtypes.embedding == "fp16"
+
+
+def test_an_fp8_checkpoint_dtype_streams_fewer_bytes(run_json, tmp_path):
+    """Direction check: fp8 weights (dtype float8_e4m3fn) take less memory time than the bf16 checkpoint."""
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    _write(tmp_path / "a", LLAMA)
+    _write(tmp_path / "b", {**LLAMA, "dtype": "float8_e4m3fn"})
+    bf16, fp8 = (run_json("predict", "--model", str(tmp_path / d), "--gpu", "h100", "--tp", "1") for d in ("a", "b"))
+    assert fp8["verify_breakdown_ms"]["weights"] < 0.6 * bf16["verify_breakdown_ms"]["weights"]
+    assert fp8["tok_s"] > bf16["tok_s"]
+
+
+@pytest.mark.parametrize("extra, needle", [
+    ({"torch_dtype": "float99"}, "torch_dtype: got 'float99'; allowed: one of bfloat16"),
+    ({"torch_dtype": 16}, "torch_dtype: got 16"),
+    ({"torch_dtype": "float16", "dtype": "bfloat16"}, "dtype: got 'bfloat16'; contradicts torch_dtype 'float16'"),
+])
+def test_a_bad_dtype_names_its_key(tmp_path, extra, needle):
+    with pytest.raises(SpecsimError, match=needle.replace("(", r"\(")):
+        load_hf_config(_write(tmp_path, {**LLAMA, **extra}))
+
+
+def test_the_architecture_gives_the_model_type_when_it_is_missing(tmp_path):
+    cfg = {k: v for k, v in MIXTRAL.items() if k != "model_type"}
+    t, _ = load_hf_config(_write(tmp_path, {**cfg, "architectures": ["MixtralForCausalLM"]}))
+    assert t.moe.num_experts == 8 and t.architecture == "MixtralForCausalLM" and "model_type" in t.sources
+
+
+@pytest.mark.parametrize("cfg, needle", [
+    ({**LLAMA, "model_type": "gemma2", "architectures": ["Gemma2ForCausalLM"]},
+     "model_type: got 'gemma2'; not a model specsim models (architectures[0] 'Gemma2ForCausalLM'); supported: llama"),
+    ({k: v for k, v in LLAMA.items() if k != "model_type"}, "model_type: missing; a Hugging Face config.json names"),
+    ({**LLAMA, "model_type": "qwen3", "architectures": ["Qwen3MoeForCausalLM"]},
+     "architectures: got 'Qwen3MoeForCausalLM'; a MoE architecture, but model_type 'qwen3' is dense"),
+    ({**LLAMA, "model_type": "qwen3", "num_experts": 128, "num_experts_per_tok": 8},
+     "num_experts: got 128; routed experts, but model_type 'qwen3' is a dense model"),
+])
+def test_an_unknown_or_contradictory_architecture_is_named(tmp_path, cfg, needle):
+    """A MoE config under a dense model_type was modeled dense without a word; an unknown one named only model_type."""
+    with pytest.raises(SpecsimError) as exc:
+        load_hf_config(_write(tmp_path, cfg))
+    assert needle in str(exc.value) and "\n" not in str(exc.value)
+
+
+def test_an_architecture_specsim_does_not_know_is_read_as_its_model_type_and_said(tmp_path):
+    t, _ = load_hf_config(_write(tmp_path, {**LLAMA, "architectures": ["MyLlamaForCausalLM"]}))
+    assert t.moe is None and "not one specsim knows" in t.sources["assumed_architecture"]
+
+
+@pytest.mark.parametrize("where, name_or_path, want", [
+    ("Meta-Llama-3-8B/config.json", None, "Meta-Llama-3-8B"),
+    ("m/config.json", "meta-llama/Llama-3.1-8B", "meta-llama/Llama-3.1-8B"),  # a hub id stays whole
+    ("m/config.json", "/data/models/Llama-3-8B/", "Llama-3-8B"),  # a local path: its last part
+    ("m/llama3-8b.json", None, "llama3-8b"),
+    ("m/config.json", 5, "m"),  # not text: the folder
+])
+def test_the_model_is_named_after_the_checkpoint(tmp_path, where, name_or_path, want):
+    f = tmp_path / where
+    f.parent.mkdir(parents=True, exist_ok=True)
+    f.write_text(json.dumps({**LLAMA, **({} if name_or_path is None else {"_name_or_path": name_or_path})}))
+    t, d = load_hf_config(f)
+    assert t.name == want and d.name == f"EAGLE-3 head for {want}"
+
+
+def test_a_bare_config_json_takes_the_working_directory_s_name(tmp_path, monkeypatch):
+    (tmp_path / "Qwen3-8B").mkdir()
+    _write(tmp_path / "Qwen3-8B", LLAMA)
+    monkeypatch.chdir(tmp_path / "Qwen3-8B")
+    assert load_hf_config("config.json")[0].name == "Qwen3-8B"
+
+
+@pytest.fixture
+def not_configs(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "garbage.bin").write_bytes(bytes(range(256)) * 4)
+    (tmp_path / "empty.json").write_text("")
+    (tmp_path / "list.json").write_text("[1, 2]")
+    (tmp_path / "null.json").write_text("null")
+    (tmp_path / "emptydir").mkdir()
+    (tmp_path / "nohidden.json").write_text(json.dumps({"model_type": "llama", "num_hidden_layers": 2}))
+    return tmp_path
+
+
+@pytest.mark.parametrize("model, field, why", [
+    ("garbage.bin", "model: got 'garbage.bin'", "is not UTF-8 text"),  # no slash, no .json: read as the file it is
+    ("./garbage.bin", "model: got 'garbage.bin'", "is not UTF-8 text"),
+    ("empty.json", "model: got 'empty.json'", "not valid JSON"),
+    ("list.json", "model: got 'list.json'", "holds JSON list, not an object"),
+    ("null.json", "model: got 'null.json'", "holds JSON null, not an object"),
+    ("emptydir", "model: got 'emptydir'", "a folder without a config.json"),
+    ("./nothing-here", "model: got 'nothing-here'", "no such file or model preset"),
+    ("nothing-here.bin", "model: got 'nothing-here.bin'", "choose one of: kimi-k2.5"),
+    ("nohidden.json", "model nohidden.json: hidden_size", "missing; config.json needs 'hidden_size'"),
+])
+def test_a_model_that_is_no_config_is_one_line_naming_the_file(run_cli, not_configs, model, field, why):
+    code, out, err = run_cli("predict", "--model", model)
+    assert code == 2 and out == "" and err.count("\n") == 1 and "Traceback" not in err
+    assert err.startswith(f"error: {field}") and why in err
+    assert "config.json" in err and ("llama-3.1-8b" in err or "hidden_size" in err)  # what is expected
+
+
+def test_a_preset_name_wins_over_a_file_of_that_name(run_json, not_configs):
+    (not_configs / "llama-3.1-8b").write_text("not a config")
+    assert run_json("predict", "--model", "llama-3.1-8b", "--tp", "1")["model"].startswith("Llama-3.1-8B")
+
+
+def test_a_hub_id_of_a_preset_is_the_preset_unless_that_folder_exists(run_json, not_configs):
+    """org/name is a path and a preset's hub id: with no such folder it is the preset (as before), with one the folder."""
+    assert run_json("predict", "--model", "meta-llama/Llama-2-7b-chat-hf", "--tp", "1")["model"] == get_model("llama-2-7b")[0].name
+    (not_configs / "meta-llama" / "Llama-2-7b-chat-hf").mkdir(parents=True)
+    _write(not_configs / "meta-llama" / "Llama-2-7b-chat-hf", LLAMA)
+    assert run_json("predict", "--model", "meta-llama/Llama-2-7b-chat-hf", "--tp", "1")["model"] == "Llama-2-7b-chat-hf"

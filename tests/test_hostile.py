@@ -497,7 +497,7 @@ def test_sweep_csv_is_columns_to_csv(kw, monkeypatch):
     from specsim.io.csvfmt import columns_to_csv
 
     res = sw.sweep(None, **kw)
-    ints = ("steps", "topk", "draft_tokens", "tp", "batch", "ctx", "fits_memory")
+    ints = ("steps", "topk", "draft_tokens", "tp", "batch", "ctx", "fits_memory", "baseline_fits_memory")
     cols = [("label" if c == "gpu" else "int" if c in ints else "float", res.columns[c]) for c in sw.COLUMNS]
     want = columns_to_csv(list(sw.COLUMNS), cols, {sw.COLUMNS.index("gpu"): res.gpu_names})
     assert res.to_csv() == want

@@ -80,3 +80,23 @@ def test_cli_explain(run_cli):
     assert code == 0 and "Break-even" in out
     code, out, _ = run_cli("explain", "--format", "latex")
     assert code == 0 and "\\frac" in out
+
+
+@pytest.mark.parametrize("model, target", [("llama-3.1-8b", "all"), ("qwen3-30b-a3b", "routed_experts")])
+def test_quant_takes_every_dtype_and_fewer_bytes_are_less_weight_time(model, target):
+    """The what-if takes the deployment flag's dtypes (bf16, fp8, int4) and every other one the physics has bytes
+    for; the weights' memory time follows the bytes per weight (smaller weights, less memory time)."""
+    from specsim.analysis.build import DTYPES
+    from specsim.physics.rules import DTYPE_BYTES
+
+    assert set(DTYPES) <= set(DTYPE_BYTES)
+    ms = {dt: whatif_quant(dtype=dt, target=target, model=model, gpu="h100", tp=1).after.verify_breakdown_ms["weights"]
+          for dt in DTYPE_BYTES}
+    order = sorted(DTYPE_BYTES, key=DTYPE_BYTES.get)
+    assert all(ms[a] <= ms[b] for a, b in zip(order, order[1:])), ms
+    assert ms["int4"] < 0.5 * ms["bf16"] and ms["fp8"] < 0.6 * ms["bf16"] and ms["fp32"] > 1.5 * ms["bf16"]
+
+
+def test_quant_to_a_dtype_it_lacks_lists_the_allowed_ones(run_cli):
+    code, out, err = run_cli("whatif", "quant", "--dtype", "nf4")
+    assert code == 2 and err.strip() == "error: dtype: got 'nf4'; choose one of: fp32, bf16, fp16, fp8, int8, int4, fp4"

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING
 
-from ..errors import SpecsimError
+from ..errors import SpecsimError, SpecsimTypeError
 from ..io.packagedata import (
     DEFAULT_SCENARIO,
     allreduce_entry,
@@ -231,6 +231,74 @@ def fresh_scenario(model: str, gpu: str, tp: int, engine: str | None = None, *, 
     return presets.scenario(data)
 
 
+#: the keyword arguments of :func:`build_scenario` (and so of ``predict``, ``verify_ms``, ...), each with the kind of
+#: value it takes: ``name`` a string (a path too for model and profile), ``int`` an integer, ``number`` a finite
+#: number, ``numbers`` a list of them, ``bool`` true or false
+OVERRIDE_KINDS = {"model": "name", "gpu": "name", "tp": "int", "steps": "int", "topk": "int", "draft_tokens": "int",
+                  "accept": "number", "accept_rates": "numbers", "batch": "int", "ctx": "int", "engine": "name",
+                  "dtype": "name", "profile": "name", "graph_max": "int", "stop_strings": "bool",
+                  "max_running_requests": "int"}
+_KIND_ALLOWED = {"name": "allowed: a name (a string)", "int": "allowed: an integer", "number": "allowed: a finite number",
+                 "numbers": f"allowed: a list of at most {MAX_LIST} finite numbers", "bool": "allowed: True or False"}
+
+
+def check_overrides(overrides: dict) -> dict:
+    """The overrides of the Python API with plain values, else a one-line :class:`SpecsimTypeError` naming the
+    argument (as its flag, ``draft-tokens``, like the range errors): an unknown name (with the nearest known one), a string for a number, a fraction or a bool for an
+    integer, a NaN, a list of the wrong things. Integers may come as integral floats (2.0) or numpy scalars; paths
+    (model, profile) as ``os.PathLike``. Ranges are checked where the values are applied."""
+    import difflib
+    import math
+    import numbers
+    import os
+
+    for key in overrides:
+        if key not in OVERRIDE_KINDS:
+            near = difflib.get_close_matches(str(key), OVERRIDE_KINDS, n=1)
+            raise SpecsimTypeError(str(key)[:80], None, f"unknown argument{f' (did you mean {near[0]!r}?)' if near else ''}; "
+                                   f"allowed: {', '.join(OVERRIDE_KINDS)}", show_value=False)
+    out = {}
+    for key, kind in OVERRIDE_KINDS.items():  # in one order, whatever the caller's: the first problem is the same one
+        if key not in overrides:
+            continue
+        v = overrides[key]
+        if v is None:
+            out[key] = None
+            continue
+        real = isinstance(v, numbers.Real) and not isinstance(v, bool)
+        if kind == "int" and real and (isinstance(v, numbers.Integral) or math.isfinite(v) and float(v).is_integer()):
+            out[key] = int(v)
+        elif kind == "number" and real and math.isfinite(v):
+            out[key] = float(v)
+        elif kind == "bool" and (isinstance(v, bool) or type(v).__name__ == "bool_"):  # numpy's too
+            out[key] = bool(v)
+        elif kind == "name" and (isinstance(v, str) or key in ("model", "profile") and isinstance(v, os.PathLike)):
+            out[key] = os.fspath(v)
+        elif kind == "numbers" and isinstance(v, (list, tuple)) and len(v) <= MAX_LIST and all(
+                isinstance(x, numbers.Real) and not isinstance(x, bool) and math.isfinite(x) for x in v):
+            out[key] = [float(x) for x in v]
+        else:
+            raise SpecsimTypeError(key.replace("_", "-"), v, _KIND_ALLOWED[kind] + (" (not NaN or infinite)" if real and not math.isfinite(v)
+                                                                   and kind == "int" else ""))
+    return {key: out[key] for key in overrides}  # the caller's order
+
+
+def check_scenario_arg(scenario) -> None:
+    """The base scenario the API takes: None (the default), a built-in name or a file (str or path), a Scenario or a
+    record of one."""
+    import os
+    import sys
+
+    from ..physics.record import Record
+
+    if scenario is None or isinstance(scenario, (str, os.PathLike, Record)):
+        return
+    schema = sys.modules.get("specsim.physics.schema")  # a Scenario object means the schema is loaded already
+    if schema is None or not isinstance(scenario, schema.Scenario):
+        raise SpecsimTypeError("scenario", scenario, "allowed: a built-in scenario name, a scenario JSON path, a "
+                               "Scenario or None (the default)")
+
+
 def build_scenario(
     scenario: str | Scenario | None = None,
     *,
@@ -250,6 +318,7 @@ def build_scenario(
     graph_max: int | None = None,
     stop_strings: bool | None = None,
     max_running_requests: int | None = None,
+    **unknown,
 ) -> Scenario:
     """A base scenario (name, file or object; default ``kimi-k2.5-seed``) with overrides applied.
 
@@ -283,6 +352,14 @@ def build_scenario(
     from ..io.presets import get_engine, get_gpu, load_scenario, scenario_from_dict
     from ..physics.schema import Scenario
 
+    check_scenario_arg(scenario)
+    check_overrides(unknown)  # a misspelt keyword: named, with the nearest known one
+    (model, gpu, tp, steps, topk, draft_tokens, accept, accept_rates, batch, ctx, engine, dtype, profile, graph_max,
+     stop_strings, max_running_requests) = check_overrides({
+        "model": model, "gpu": gpu, "tp": tp, "steps": steps, "topk": topk, "draft_tokens": draft_tokens,
+        "accept": accept, "accept_rates": accept_rates, "batch": batch, "ctx": ctx, "engine": engine, "dtype": dtype,
+        "profile": profile, "graph_max": graph_max, "stop_strings": stop_strings,
+        "max_running_requests": max_running_requests}).values()
     sc = scenario if isinstance(scenario, Scenario) else load_scenario(scenario)
     _check_deployment_limits(batch=batch, ctx=ctx, tp=tp, steps=steps, topk=topk, draft_tokens=draft_tokens)
     if gpu is not None and model is None and engine is None:
@@ -445,6 +522,8 @@ def build_record(scenario: str | None = None, **overrides) -> Record | None:
 def build_view(scenario=None, **overrides) -> Record | Scenario:
     """The scenario to evaluate: :func:`build_record`'s record where it can vouch for it, else
     :func:`build_scenario`'s validated one. The same numbers either way (``tests/test_record.py``)."""
+    check_scenario_arg(scenario)
+    overrides = check_overrides(overrides)
     return build_record(scenario, **overrides) or build_scenario(scenario, **overrides)
 
 

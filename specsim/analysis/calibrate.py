@@ -97,6 +97,27 @@ MONOTONE_TOLERANCE = 0.05  # a forward over more tokens may measure up to 5 % fa
 BOUND_TOLERANCE_LOG = 0.01  # within 1 % of a bound counts as on it
 
 
+def unique_points(sc: Scenario, points: list[Point], field: str = "point") -> tuple[list[Point], int]:
+    """The points with each forward (tokens, batch, context; unset batch and context are the scenario's) once, and
+    how many repeats were dropped: a repeat with the same time is the same measurement (fitted once, so it neither
+    weighs double nor counts as a second point to free a parameter with); one with another time is refused, naming
+    both, as the fit cannot tell which one holds."""
+    seen: dict[tuple, Point] = {}
+    out = []
+    for pt in points:
+        key = (pt.tokens, sc.workload.batch if pt.batch is None else pt.batch,
+               sc.workload.ctx if pt.ctx is None else pt.ctx)
+        first = seen.get(key)
+        if first is None:
+            seen[key] = pt
+            out.append(pt)
+        elif first.ms != pt.ms:
+            raise SpecsimError(field, f"{pt.tokens}={pt.ms:g}", f"contradicts {first.tokens}={first.ms:g}, the same forward "
+                               f"(tokens {key[0]}, batch {key[1]}, ctx {key[2]}) measured twice; give one time per forward "
+                               "(average repeated runs first)")
+    return out, len(points) - len(out)
+
+
 def check_monotone(points: list[Point]) -> None:
     """Refuse points whose time falls as the tokens per request grow (same batch and context) beyond noise.
 
@@ -314,12 +335,7 @@ def fit(
     from scipy.optimize import least_squares
 
     cycles = cycles or []
-    seen: dict[tuple, float] = {}
-    for pt in points:
-        key = (pt.tokens, pt.batch)
-        if key in seen and seen[key] != pt.ms:
-            raise SpecsimError("point", f"{pt.tokens}={pt.ms}", f"contradicts {pt.tokens}={seen[key]}; give one time per K")
-        seen[key] = pt.ms
+    points, repeated = unique_points(sc, points, (fields or {}).get("verify", "point"))
     check_monotone(points)
     if not points and baseline_tok_s is None and not cycles:
         raise SpecsimError("point", None, "give at least one --point K=MS, --baseline-tok-s or a log with timings")
@@ -443,6 +459,8 @@ def fit(
     for r in residuals:
         if abs(r["error_pct"]) > 10:
             warnings.append(f"{r['what']}: model misses the measurement by {_pct(r['error_pct'])} (missing physics?)")
+    if repeated:
+        warnings.append(f"{repeated} measured point(s) given twice with the same time were fitted once")
     new_sc = apply_parameters(sc, values)
     result = CalibrationResult(
         scenario=new_sc, names=names, values=values, priors=prior, sd_log=dict(zip(names, map(float, sd))),
@@ -677,9 +695,10 @@ def validate(path: str, fit_tokens: list[int] | None = None) -> Validation:
     """
     d = load_dataset(path)
     fit_tokens = fit_tokens or [3, 6]
-    pts = _dataset_points(d["points"])
-    eager_pts = _dataset_points(d.get("eager_points") or [])
     sc = dataset_scenario(d)
+    name = Path(path).name
+    pts, _ = unique_points(sc, _dataset_points(d["points"]), f"dataset {name}: points")  # each forward scored once
+    eager_pts, _ = unique_points(sc, _dataset_points(d.get("eager_points") or []), f"dataset {name}: eager_points")
     b0, c0 = sc.workload.batch, sc.workload.ctx
 
     def at_fit_setup(pt: Point) -> bool:  # the dataset's own batch and context, where a user calibrates

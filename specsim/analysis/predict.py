@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from ..errors import SpecsimError
+from ..errors import SpecsimError, SpecsimTypeError
 from ..physics import acceptance as acc
 from ..physics.acceptance import expected_accept_length, rates_for  # noqa: F401
 from ..physics.cost import COMPONENTS
@@ -262,12 +262,35 @@ class VerifyCurve:
         return verify_html(self)
 
 
+MAX_VERIFY_WIDTH = 65536  # draft tokens per request a verify forward may take (the datasets' range)
+
+
+def verify_widths(tokens, one: bool = False) -> list[int]:
+    """Verify widths as the API takes them: an integer, or (unless ``one``) a non-empty list, tuple or range of at
+    most :data:`~specsim.physics.rules.MAX_LIST` integers, each in [1, 65536]; else the one-line error naming
+    ``tokens``."""
+    import numbers
+
+    from ..io.checks import check_int
+    from ..physics.rules import MAX_LIST
+
+    allowed = f"allowed: an integer in [1, {MAX_VERIFY_WIDTH}]" + ("" if one else f", or a list of 1 to {MAX_LIST} of them")
+    if one or isinstance(tokens, (numbers.Number, str, bytes)):
+        tokens = [tokens]  # one width (a string is refused as one, not read as its characters)
+    elif not isinstance(tokens, (list, tuple, range)) or not 1 <= len(tokens) <= MAX_LIST:
+        raise SpecsimTypeError("tokens", tokens, allowed)
+    for i, t in enumerate(tokens):
+        if not isinstance(t, numbers.Integral) or isinstance(t, bool):  # 2.5 or "3" is no width (2.0 is, as in JSON)
+            check_int(t, "tokens" if one else f"tokens[{i}]", 1, MAX_VERIFY_WIDTH)
+        elif not 1 <= t <= MAX_VERIFY_WIDTH:
+            raise SpecsimError("tokens" if one else f"tokens[{i}]", t, allowed.split(", or")[0])
+    return [int(t) for t in tokens]
+
+
 def verify_ms(tokens=(1, 3, 6, 16), scenario: str | Scenario | None = None, **overrides) -> VerifyCurve:
     """Modeled target verify forward (ms) for each verify width in ``tokens``, over the requests the engine runs
     at once with speculation on (the batch, or its cap where smaller: the rest of the batch waits)."""
-    toks = [int(t) for t in tokens]
-    if not toks or any(t < 1 for t in toks):
-        raise SpecsimError("tokens", tokens, "token counts must be integers >= 1")
+    toks = verify_widths(tokens)
     sc = build_scenario(scenario, **overrides)
     p = running(scenario_params(sc), "spec_running_cap")
     vb = verify_breakdown(p, num_draft_tokens=np.asarray(toks, dtype=float))
@@ -344,8 +367,7 @@ def operator_table(tokens: int = 3, scenario: str | Scenario | None = None, **ov
     """
     from ..physics.cycle import graph_batch, graph_width
 
-    if int(tokens) < 1:
-        raise SpecsimError("tokens", tokens, "token counts must be integers >= 1")
+    tokens = verify_widths(tokens, one=True)[0]
     sc = build_scenario(scenario, **overrides)
     p = running(scenario_params(sc), "spec_running_cap")
     out = verify_breakdown(p, num_draft_tokens=float(tokens), keep_rows=True)

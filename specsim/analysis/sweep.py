@@ -27,9 +27,12 @@ MAX_SWEEP_POINTS = 2_000_000  # configurations in one sweep: ~100 bytes of resul
 #                               of temporaries per (steps, topk, draft_tokens) grid (~0.4 GB at the cap; 10M took 2 GB)
 MAX_SWEEP_COMBOS = 2_000  # (steps, topk, draft_tokens) combinations: each one evaluates the whole grid
 AXES = ("accept", "tp", "batch", "ctx", "gpu", "allreduce_scale", "routing_locality")
-#: result columns; routing_locality (added 2026-12-05) comes last so that positional CSV readers keep working
+#: result columns; routing_locality (added 2026-12-05) and baseline_fits_memory (whether the plain-decode baseline's
+#: own running requests fit) come last so that positional CSV readers keep working
 COLUMNS = ("steps", "topk", "draft_tokens", "accept_length", "tp", "batch", "ctx", "gpu", "allreduce_scale",
-           "tok_s", "baseline_tok_s", "speedup", "cycle_ms", "verify_ms", "fits_memory", "routing_locality")
+           "tok_s", "baseline_tok_s", "speedup", "cycle_ms", "verify_ms", "fits_memory", "routing_locality",
+           "baseline_fits_memory")
+_FLAG_COLUMNS = ("fits_memory", "baseline_fits_memory")  # true / false in rows, 0 / 1 in CSV
 _INT_COLUMNS = ("steps", "topk", "draft_tokens", "tp", "batch", "ctx")  # whole numbers in rows and CSV
 
 
@@ -80,7 +83,7 @@ class SweepResult:
             v = self.columns[c][i]
             if c == "gpu":
                 r[c] = self.gpu_names[int(v)]
-            elif c == "fits_memory":
+            elif c in _FLAG_COLUMNS:
                 r[c] = bool(v)
             elif c in _INT_COLUMNS:
                 r[c] = int(v)
@@ -93,7 +96,7 @@ class SweepResult:
                 "ranked": self.ranked(top), "notes": self.notes}
 
     def _csv_columns(self) -> list[tuple[str, np.ndarray]]:
-        ints = (*_INT_COLUMNS, "fits_memory")  # the flag as 0 / 1
+        ints = (*_INT_COLUMNS, *_FLAG_COLUMNS)  # the flags as 0 / 1
         return [("label" if c == "gpu" else "int" if c in ints else "float", self.columns[c]) for c in COLUMNS]
 
     def to_csv(self) -> str:
@@ -301,7 +304,8 @@ def sweep(
                            f"allowed at most {MAX_SWEEP_POINTS:,} per sweep; narrow the ranges or split the sweep")
     show = progress if progress is not None else total > 5_000_000 and sys.stderr.isatty()  # ~0.5 s and more, to a terminal
     n_grid = int(np.prod(full))
-    dtypes = {"steps": np.int16, "topk": np.int16, "draft_tokens": np.int16, "fits_memory": bool}
+    dtypes = {"steps": np.int16, "topk": np.int16, "draft_tokens": np.int16, "fits_memory": bool,
+              "baseline_fits_memory": bool}
     columns = {c: np.empty(len(combos) * n_grid, dtype=dtypes.get(c, float)) for c in COLUMNS}  # written in place
     grids = np.meshgrid(np.arange(full[0]), np.asarray(tps, float), np.asarray(batch or [sc.workload.batch], float),
                         np.asarray(ctx or [sc.workload.ctx], float), np.arange(full[4]),
@@ -315,6 +319,10 @@ def sweep(
     mem = _axis([sc.gpu.memory_bytes], 4) if gpu is None else _axis([get_gpu(g)[0].memory_bytes for g in gpu], 4)
     weights = weight_bytes_per_rank(p)
     running_batch = running(p, "spec_running_cap")["batch"]  # queued requests hold no KV cache
+    # the baseline (plain decode, one token per request) runs its own requests at once, often more than the capped
+    # speculative run: the same rule, the same for every (steps, topk, draft_tokens)
+    kv_base = kv_bytes_per_rank(sc, 1, tp=p["tp"], batch=running(p, "running_cap")["batch"], ctx=p["ctx"])
+    base_fits = np.broadcast_to(fits_memory(weights, kv_base, mem), full)
     for i, (s, k, d) in enumerate(combos):
         if k == 1:
             tau = 1.0 + np.cumprod(rates[:, :s], axis=1).sum(axis=1)
@@ -341,6 +349,7 @@ def sweep(
         col["verify_ms"][...] = phases["verify"]
         kv = kv_bytes_per_rank(sc, d, tp=p["tp"], batch=running_batch, ctx=p["ctx"])
         col["fits_memory"][...] = fits_memory(weights, kv, mem)
+        col["baseline_fits_memory"][...] = base_fits
         if show:
             done = (i + 1) / len(combos)
             sys.stderr.write(f"\rsweep [{'#' * int(30 * done):<30}] {i + 1}/{len(combos)} structural configs")
@@ -370,6 +379,13 @@ def sweep(
         res.notes.append(f"{n_out:,} of {fits.size:,} configurations do not fit in GPU memory (weights + KV cache of the running requests "
                          "x (ctx + draft tokens) per rank over 95 % of HBM): "
                          + ("ranked after those that do (fits_memory false)" if fits.any() else "none fits"))
+    base_out = fits & ~columns["baseline_fits_memory"]
+    if base_out.any():
+        n_base = int(base_out.sum())
+        res.notes.append(f"{n_base:,} of {fits.size:,} configurations fit but their baseline does not (no speculation, "
+                         "the engine runs more requests at once: weights + their KV cache x (ctx + 1) per rank over 95 % "
+                         "of HBM): baseline tok/s and speedup there are against a baseline that cannot run "
+                         "(baseline_fits_memory false)")
     res.notes.extend(sc.notes)
     return res
 

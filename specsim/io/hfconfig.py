@@ -50,18 +50,52 @@ _RANGES: dict[str, tuple[int, int]] = {
     "decoder_sparse_step": (1, 10_000),
 }
 _EXPERT_KEYS = ("n_routed_experts", "num_experts", "num_local_experts")
+DENSE_MODEL_TYPES = ("llama", "qwen2", "qwen3")
+MLA_MODEL_TYPES = ("deepseek_v3", "kimi_k2")
+#: architectures[0] of the supported model types' checkpoints -> the model_type it is (read when model_type is absent,
+#: and checked against it: a MoE architecture under a dense model_type is refused, not modeled dense)
+ARCHITECTURE_TYPES = {"LlamaForCausalLM": "llama", "Qwen2ForCausalLM": "qwen2", "Qwen3ForCausalLM": "qwen3",
+                      "Qwen3MoeForCausalLM": "qwen3_moe", "MixtralForCausalLM": "mixtral",
+                      "DeepseekV3ForCausalLM": "deepseek_v3"}
+#: torch dtype of an unquantised checkpoint (``dtype``, ``torch_dtype``) -> the dtype the engine serves it in: float32
+#: checkpoints run as float16 under SGLang's and vLLM's ``--dtype auto`` (``_get_and_verify_dtype``: "use float16 for
+#: float32 models"); ``auto`` says nothing (bf16 assumed)
+TORCH_DTYPES = {"bfloat16": "bf16", "float16": "fp16", "half": "fp16", "float32": "fp16", "float": "fp16",
+                "float8_e4m3fn": "fp8", "float8_e5m2": "fp8", "auto": "bf16"}
+
+
+def _family(model_type: str) -> str:
+    """dense, MoE or MLA MoE: what a model_type's config is read as."""
+    return "dense" if model_type in DENSE_MODEL_TYPES else "MLA MoE" if model_type in MLA_MODEL_TYPES else "MoE"
+
+
+def expected_model() -> str:
+    """What ``--model`` takes, for error lines."""
+    from .packagedata import model_names
+
+    return (f"expected a Hugging Face config.json (or the folder holding one) or a model preset: "
+            f"{', '.join(model_names())}")
 
 
 def _read(path: Path) -> tuple[dict, Path]:
     from .safe_read import read_json_file
 
+    given = str(path)
     if path.is_dir():
         path = path / "config.json"
+        if not path.exists() and not path.is_symlink():
+            raise SpecsimError("model", given, f"a folder without a config.json; {expected_model()}")
     if not path.exists() and not path.is_symlink():
-        raise SpecsimError("model", str(path), "no such file; give a preset name or a path to a config.json")
-    cfg = read_json_file(path, "model", MAX_CONFIG_BYTES)
+        raise SpecsimError("model", given, f"no such file or model preset; {expected_model()}")
+    try:
+        cfg = read_json_file(path, "model", MAX_CONFIG_BYTES)
+    except SpecsimError as exc:  # binary, empty, not JSON, too large, a device: say what the file should have been
+        if exc.field != "model":  # a value inside the JSON (a key, a non-finite number): its own line names it
+            raise
+        raise SpecsimError("model", given, f"{exc.allowed}; {expected_model()}") from None
     if not isinstance(cfg, dict):
-        raise SpecsimError("model", str(path), "config.json must hold a JSON object")
+        raise SpecsimError("model", given, f"holds JSON {type(cfg).__name__.replace('NoneType', 'null')}, not an object; "
+                           f"{expected_model()}")
     # multimodal wrappers (Kimi-K2.5, Qwen-VL) keep the language model in text_config
     tc = cfg.get("text_config")
     if isinstance(tc, dict) and (cfg.get("model_type") not in SUPPORTED_MODEL_TYPES or "hidden_size" not in cfg):
@@ -88,13 +122,34 @@ def _fp8_scales(cfg: dict) -> str | None:
     return "block" if isinstance(q.get("weight_block_size"), list) and q["weight_block_size"] else "tensor"
 
 
-def _dtypes(cfg: dict, is_moe: bool) -> WeightDtypes:
+def _base_dtype(cfg: dict, field) -> str:
+    """The dtype the engine serves an unquantised checkpoint's weights in, from its ``dtype`` (transformers 5) or
+    ``torch_dtype``: see :data:`TORCH_DTYPES`; bf16 where neither is given."""
+    seen = {}
+    for key in ("dtype", "torch_dtype"):
+        v = cfg.get(key)
+        if v is None:
+            continue
+        name = v.removeprefix("torch.") if isinstance(v, str) else None
+        if name not in TORCH_DTYPES:
+            raise SpecsimError(field(key), v, f"allowed: one of {', '.join(TORCH_DTYPES)}")
+        seen[key] = TORCH_DTYPES[name]
+    if len(set(seen.values())) > 1:
+        raise SpecsimError(field("dtype"), cfg["dtype"], f"contradicts torch_dtype {cfg['torch_dtype']!r}; give one")
+    return next(iter(seen.values()), "bf16")
+
+
+def _dtypes(cfg: dict, is_moe: bool, base: str = "bf16") -> WeightDtypes:
+    """The weights' dtypes: the quantization_config's where it has one specsim reads, ``base`` (the checkpoint's
+    serving dtype) for every part it leaves unquantised, the KV cache included (the engines' ``auto``)."""
+    plain = {k: base for k in WeightDtypes.model_fields}
     q = cfg.get("quantization_config") or {}
     if not isinstance(q, dict):
-        return WeightDtypes()
+        return WeightDtypes(**plain)
     method = str(q.get("quant_method", "")).lower()
     if _is_fp8(q):
-        return WeightDtypes(attention="fp8", dense_mlp="fp8", shared_experts="fp8", routed_experts="fp8")
+        return WeightDtypes(**{**plain, "attention": "fp8", "dense_mlp": "fp8", "shared_experts": "fp8",
+                               "routed_experts": "fp8"})
     if method in ("compressed-tensors", "awq", "gptq", "marlin"):
         bits = q.get("bits") or q.get("w_bit")
         groups = q.get("config_groups") or {}
@@ -104,12 +159,14 @@ def _dtypes(cfg: dict, is_moe: bool) -> WeightDtypes:
         if bits == 4 and not isinstance(bits, bool):
             ignore_list = q.get("ignore") or []
             ignore = " ".join(str(x) for x in ignore_list) if isinstance(ignore_list, list) else ""
-            attn = "bf16" if "self_attn" in ignore or not ignore else "int4"
-            shared = "bf16" if "shared_expert" in ignore else "int4"
-            return WeightDtypes(attention=attn, dense_mlp=attn, shared_experts=shared, routed_experts="int4")
+            attn = base if "self_attn" in ignore or not ignore else "int4"
+            shared = base if "shared_expert" in ignore else "int4"
+            return WeightDtypes(**{**plain, "attention": attn, "dense_mlp": attn, "shared_experts": shared,
+                                   "routed_experts": "int4"})
         if bits == 8 and not isinstance(bits, bool):
-            return WeightDtypes(attention="int8", dense_mlp="int8", shared_experts="int8", routed_experts="int8")
-    return WeightDtypes()
+            return WeightDtypes(**{**plain, "attention": "int8", "dense_mlp": "int8", "shared_experts": "int8",
+                                   "routed_experts": "int8"})
+    return WeightDtypes(**plain)
 
 
 class _Cfg:
@@ -181,9 +238,29 @@ def load_hf_config(path_like: str | Path) -> tuple[TargetModel, DraftModel]:
 def _load(path: Path) -> tuple[TargetModel, DraftModel]:
     raw, path = _read(path)
     c = _Cfg(raw, path)
-    mt = c.mt
+    archs = raw.get("architectures")
+    # a name only (it picks the engine's per-architecture kernels and checks model_type); a malformed list names none
+    arch = archs[0][:200] if isinstance(archs, list) and archs and isinstance(archs[0], str) and archs[0] else None
+    arch_type = ARCHITECTURE_TYPES.get(arch or "")
+    mt = c.mt = c.mt if c.mt is not None else arch_type
     if mt not in SUPPORTED_MODEL_TYPES:
-        raise SpecsimError(f"model {path.name}: model_type", mt, f"supported: {', '.join(SUPPORTED_MODEL_TYPES)}")
+        of_arch = f" (architectures[0] {arch[:80]!r})" if arch else ""
+        if mt is None:
+            raise SpecsimError(c._field("model_type"), None, f"missing{of_arch}; a Hugging Face config.json names its "
+                               f"model_type; supported: {', '.join(SUPPORTED_MODEL_TYPES)} (architectures "
+                               f"{', '.join(ARCHITECTURE_TYPES)})", show_value=False)
+        raise SpecsimError(c._field("model_type"), mt, f"not a model specsim models{of_arch}; supported: "
+                           f"{', '.join(SUPPORTED_MODEL_TYPES)}")
+    if arch_type is not None and _family(arch_type) != _family(mt):
+        raise SpecsimError(c._field("architectures"), arch, f"a {_family(arch_type)} architecture, but model_type {mt!r} "
+                           f"is {_family(mt)}; fix one of the two")
+    if _family(mt) == "dense":
+        for key in _EXPERT_KEYS:
+            v = raw.get(key)
+            if isinstance(v, (int, float)) and not isinstance(v, bool) and v > 1:
+                raise SpecsimError(c._field(key), v, f"routed experts, but model_type {mt!r} is a dense model; a MoE "
+                                   f"config names a MoE model_type ({', '.join(t for t in SUPPORTED_MODEL_TYPES if _family(t) != 'dense')})")
+    base = _base_dtype(raw, c._field)
     h = c.need("hidden_size")
     layers = c.need("num_hidden_layers")
     heads = c.need("num_attention_heads")
@@ -196,7 +273,7 @@ def _load(path: Path) -> tuple[TargetModel, DraftModel]:
                            f"allowed: a divisor of num_attention_heads={heads}")
     moe = None
     dense_layers = layers
-    if mt in ("deepseek_v3", "kimi_k2"):
+    if mt in MLA_MODEL_TYPES:
         v_head = c.int("v_head_dim", 128)
         att = Attention(
             kind="mla", num_heads=heads, num_kv_heads=heads, head_dim=v_head,
@@ -233,27 +310,34 @@ def _load(path: Path) -> tuple[TargetModel, DraftModel]:
         if dense_layers > layers:
             raise SpecsimError(c._field("first_k_dense_replace" if mt in ("deepseek_v3", "kimi_k2") else "mlp_only_layers"),
                                dense_layers, f"allowed: at most num_hidden_layers={layers}")
-    name = raw.get("_name_or_path")
-    name = str(name) if isinstance(name, str) and name.strip() else path.parent.name or path.stem
+    name = model_name(raw, path)
     src = {"architecture": f"Hugging Face config.json at {path}"}
+    if base != "bf16" or any(raw.get(k) is not None for k in ("dtype", "torch_dtype")):
+        key = "dtype" if raw.get("dtype") is not None else "torch_dtype"
+        src["dtypes"] = (f"config.json {key} {raw.get(key)!r}: unquantised weights and KV cache {base}"
+                         + (" (engines serve float32 checkpoints as float16, --dtype auto)" if base == "fp16"
+                            and str(raw.get(key)).removeprefix("torch.") in ("float32", "float") else ""))
     for key, what in (("num_key_value_heads", f"num_attention_heads ({heads}: no grouped KV heads)"),
                       ("intermediate_size", f"4 x hidden_size ({4 * h})")):
         if raw.get(key) is None and not (key == "num_key_value_heads" and mt in ("deepseek_v3", "kimi_k2")):  # MLA
             src[f"assumed_{key}"] = f"assumed: config.json gives no {key}; taken as {what}"
     q = raw.get("quantization_config")
-    if q and _dtypes(raw, moe is not None) == WeightDtypes():  # an empty quantization_config says nothing
+    dtypes = _dtypes(raw, moe is not None, base)
+    if q and dtypes == _dtypes({}, moe is not None, base):  # an empty quantization_config says nothing
         method = q.get("quant_method") if isinstance(q, dict) else q
         src["assumed_dtypes"] = (f"assumed: config.json's quantization_config (quant_method {str(method)[:40]!r}) is not "
                                  "one specsim reads (fp8; 4- or 8-bit compressed-tensors / awq / gptq / marlin): "
-                                 "weights modeled as bf16")
-    archs = raw.get("architectures")
-    arch = archs[0] if isinstance(archs, list) and archs and isinstance(archs[0], str) else None
-    arch = arch[:200] if arch else None  # a name only: it picks the engine's per-architecture kernels
+                                 f"weights modeled as {base}")
     if arch:
         src["architecture_name"] = f"architectures[0] of the Hugging Face config.json at {path}"
+    if c.cfg.get("model_type") is None:
+        src["model_type"] = f"config.json gives no model_type: {mt!r}, the model type of architectures[0] {arch}"
+    elif arch and arch_type is None:
+        src["assumed_architecture"] = (f"assumed: architectures[0] {arch[:80]!r} is not one specsim knows; read as "
+                                       f"model_type {mt!r} ({_family(mt)})")
     target = TargetModel(
         name=name, num_layers=layers, num_dense_layers=dense_layers if moe else layers, hidden=h,
-        intermediate=inter, vocab=vocab, attention=att, moe=moe, dtypes=_dtypes(raw, moe is not None), sources=src,
+        intermediate=inter, vocab=vocab, attention=att, moe=moe, dtypes=dtypes, sources=src,
         architecture=arch,
     )
     draft = DraftModel(
@@ -263,3 +347,22 @@ def _load(path: Path) -> tuple[TargetModel, DraftModel]:
         sources={"architecture": "assumed: 1-layer Llama-style head with the target's dims and a 32K draft vocab (SpecForge configs)"},
     )
     return target, draft
+
+
+def model_name(raw: dict, path: Path) -> str:
+    """The model's name: the config's ``_name_or_path`` (its last part where it is a local path: "/data/Llama-3-8B"
+    is "Llama-3-8B"; a hub id "org/name" stays whole), else the folder holding the config.json, else the file's own
+    name ("my-model.json" is "my-model"; a bare "config.json" takes its folder's name, the working directory's too)."""
+    import re
+
+    given = raw.get("_name_or_path")
+    if isinstance(given, str) and given.strip():
+        text = " ".join(given.split())[:200]
+        local = text.startswith(("/", ".", "~")) or re.match(r"^[A-Za-z]:[\\/]", text) or text.count("/") > 1
+        name = re.split(r"[\\/]", text.rstrip("/\\"))[-1] if local else text
+        if name.strip():
+            return name
+    if path.stem != "config":
+        return path.stem[:200]
+    folder = path.parent.name or path.resolve().parent.name
+    return (folder or "config")[:200]

@@ -5,6 +5,7 @@ start-up path of ``specsim predict`` reads them; :mod:`specsim.io.presets` valid
 from __future__ import annotations
 
 import json
+import os
 from functools import cache
 from importlib import resources
 from pathlib import Path
@@ -58,7 +59,8 @@ def preset_key(kind: str, name: str) -> str | None:
 def _resolve(kind: str, name: str, field: str) -> tuple[str, dict]:
     canon = _find(kind, name)
     if canon is None:
-        raise SpecsimError(field, name, f"choose one of: {', '.join(_table(kind))}")
+        raise SpecsimError(field, name, f"choose one of: {', '.join(_table(kind))}"
+                           + (", or a path to a Hugging Face config.json" if kind == "models" else ""))
     return canon, _table(kind)[canon]
 
 
@@ -117,8 +119,18 @@ def engine_entry(name: str) -> dict:
 
 
 def names_a_file(name: str) -> bool:
-    """Whether a ``--model`` value is a path (a Hugging Face config.json), not a preset name."""
-    return any(c in name for c in "/\\") or name.endswith(".json")
+    """Whether a ``--model`` value is a path (a Hugging Face config.json or its folder), not a preset name: a file or
+    folder of that name exists and, without a path separator or ``.json``, it names no model preset (a preset wins
+    over a stray file; an existing ``org/name`` folder over the preset of that hub id); or it names nothing that
+    exists but looks like a path (a separator or ``.json``) and is no preset's hub id (it is then refused as the
+    missing file it is). ``--model garbage.bin`` is read, and refused, as the file it is."""
+    try:
+        exists = bool(name) and os.path.lexists(name)
+    except (ValueError, OSError):  # a NUL byte, a name the system refuses
+        exists = False
+    if any(c in name for c in "/\\") or name.endswith(".json"):
+        return exists or _find("models", name) is None
+    return exists and _find("models", name) is None
 
 
 def model_entry(name: str) -> tuple[dict, dict]:

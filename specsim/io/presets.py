@@ -50,7 +50,7 @@ def get_engine(name: str) -> Engine:
 
 def get_model(name_or_path: str) -> tuple[TargetModel, DraftModel]:
     """A model preset (target + EAGLE-3 head), or a Hugging Face config.json path."""
-    if names_a_file(name_or_path) and (Path(name_or_path).exists() or name_or_path.endswith(".json")):
+    if names_a_file(name_or_path):
         from .hfconfig import load_hf_config
 
         return load_hf_config(name_or_path)
@@ -78,6 +78,14 @@ def _builtin_scenario(name: str) -> Scenario:
 
 def load_scenario(name_or_file: str | None = None) -> Scenario:
     """A built-in scenario by name, or a scenario JSON file (as written by dump/calibrate)."""
+    import os
+
+    if name_or_file is not None and not isinstance(name_or_file, (str, os.PathLike)):
+        from ..errors import SpecsimTypeError
+
+        raise SpecsimTypeError("scenario", name_or_file, "allowed: a built-in scenario name, a scenario JSON path or None "
+                               "(the default)")
+    name_or_file = None if name_or_file is None else os.fspath(name_or_file)
     name = name_or_file or DEFAULT_SCENARIO
     builtins = builtin_scenarios()
     if name_or_file is not None and not str(name_or_file).strip():  # "" is not "the default"

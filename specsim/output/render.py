@@ -210,7 +210,7 @@ def verify_html(v) -> str:
 _SWEEP_HEAD = {"steps": "steps", "topk": "topk", "draft_tokens": "draft tok", "accept_length": "accept",
                "tp": "tp", "batch": "batch", "ctx": "ctx", "gpu": "gpu", "allreduce_scale": "ar scale",
                "routing_locality": "rho", "fits_memory": "fits HBM", "tok_s": "tok/s", "speedup": "speedup", "cycle_ms": "cycle ms",
-               "verify_ms": "verify ms"}
+               "verify_ms": "verify ms", "baseline_fits_memory": "baseline fits"}
 _SWEEP_RESULTS = ("tok_s", "speedup", "cycle_ms", "verify_ms")
 
 
@@ -226,10 +226,10 @@ def _sweep_parts(res, top: int):
     keys = [k for k in _SWEEP_HEAD if k not in _SWEEP_RESULTS]
     varying = [k for k in keys if len({str(r[k]) for r in ranked}) > 1 or k in ("steps",)]
     def cell(c: str, v):
-        return ("yes" if v else "no") if c == "fits_memory" else v
+        return ("yes" if v else "no") if c in ("fits_memory", "baseline_fits_memory") else v
 
     fixed = {k: cell(k, best[k]) for k in keys if k not in varying and k != "accept_length"
-             and not (k == "fits_memory" and best.get(k, True))  # "fits" goes without saying
+             and not (k in ("fits_memory", "baseline_fits_memory") and best.get(k, True))  # "fits" goes without saying
              and not (k == "routing_locality" and best.get(k, 1.0) == 1.0)}  # so does independent routing
     cols = varying + [k for k in _SWEEP_RESULTS]
     if "accept_length" not in cols:

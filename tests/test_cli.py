@@ -153,7 +153,8 @@ def test_new_model_scenario_carries_nothing_of_the_seed(run_cli, tmp_path):
     code, _, err = run_cli("scenario", "dump", "--model", "qwen3-235b-a22b", "-o", str(f))
     assert code == 0, err
     d = json.loads(f.read_text())
-    assert d["name"] == "qwen3-235b-a22b-h200-tp8-sglang"
+    assert d["name"] == "qwen3-235b-a22b-h200-tp4-sglang"  # no --tp: the smallest TP that holds 470 GB of bf16
+    assert any(n.startswith("tp=4: the smallest TP") for n in d["notes"])
     assert d["calibration"] is None and "measured" not in d["provenance"]
     assert "fitted_parameters" not in d["provenance"] and "dataset" not in d["provenance"]
     from specsim.io.presets import get_gpu, load_scenario
@@ -198,3 +199,26 @@ def test_a_named_command_is_parsed_by_an_app_of_it_alone(run_cli):
     assert code == 0 and all(name in out for name in ("predict", "verify", "sweep", "report", "whatif", "measure"))
     code, _, err = run_cli("predictx")
     assert code == 2 and "No such command" in err
+
+
+def test_a_new_model_without_tp_takes_the_smallest_tp_that_holds_it(run_json):
+    """--model with no --tp: not the base scenario's TP8, but the smallest of 1, 2, 4, 8 that fits (predict's rule)."""
+    import specsim
+    from specsim.analysis.build import build_scenario, build_view
+
+    for model, gpu, want in (("llama-3.1-8b", "h100", 1), ("llama-3.1-70b", "h100", 2), ("qwen3-30b-a3b", "h200", 1),
+                             ("kimi-k2.5", "h200", 8)):
+        p = run_json("predict", "--model", model, "--gpu", gpu)
+        assert p["tp"] == want and any(w.startswith(f"tp={want}: the smallest TP") for w in p["warnings"]), (model, gpu)
+        # the fast record path and the validated scenario agree
+        assert build_view(model=model, gpu=gpu).parallel.tp == build_scenario(model=model, gpu=gpu).parallel.tp == want
+    # 70B bf16 at a long context: TP2's KV cache no longer fits, so TP4
+    assert specsim.predict(model="llama-3.1-70b", gpu="h100", batch=8, ctx=32768).to_dict()["tp"] == 4
+    # nothing holds Kimi-K2.5 on one H100 node: TP8 and both warnings
+    p = run_json("predict", "--model", "kimi-k2.5", "--gpu", "h100")
+    assert p["tp"] == 8 and any("at none do the weights" in w for w in p["warnings"])
+    assert any("target weights need" in w for w in p["warnings"])
+    # an explicit --tp wins and adds no note; the default scenario keeps its own TP8
+    p = run_json("predict", "--model", "llama-3.1-8b", "--gpu", "h100", "--tp", "4")
+    assert p["tp"] == 4 and not any(w.startswith("tp=") for w in p["warnings"])
+    assert run_json("predict", "--gpu", "h100")["tp"] == 8

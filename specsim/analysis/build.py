@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import re
 from typing import TYPE_CHECKING
 
@@ -193,6 +194,46 @@ class _Records:
 VALIDATED, RECORDS = _Validated(), _Records()
 
 
+#: the TP sizes a new deployment given no ``--tp`` is tried at, smallest first (one 8-GPU node at most)
+DEFAULT_TP_CHOICES = (1, 2, 4, 8)
+
+
+def default_tp(model: str, gpu: str, engine: str | None = None, *, dtype: str | None = None, batch: int | None = None,
+               ctx: int | None = None, presets=VALIDATED) -> tuple[int, str]:
+    """:func:`_default_tp`, cached for preset names (a config.json path is read again each call)."""
+    if any(c in model for c in "/\\") or model.endswith(".json"):
+        return _default_tp(model, gpu, engine, dtype, batch, ctx, presets)
+    return _default_tp_cached(model, gpu, engine, dtype, batch, ctx, presets)
+
+
+def _default_tp(model, gpu, engine, dtype, batch, ctx, presets) -> tuple[int, str]:
+    """The TP a new deployment takes when none is given: the smallest of :data:`DEFAULT_TP_CHOICES` that divides the
+    target's and the draft's attention heads and whose weights and KV cache (the workload's running requests) fit one
+    GPU by predict's memory rule; the largest such TP where none fits (predict then warns). Returns it and a note."""
+    import numpy as np
+
+    from ..physics.cost import weight_bytes_per_rank
+    from ..physics.params import scenario_params
+    from .predict import fits_memory, kv_bytes_per_rank
+
+    one = fresh_scenario(model, gpu, 1, engine, dtype=dtype, batch=batch, ctx=ctx, presets=presets)
+    heads = (one.target.attention.num_heads, one.draft.num_heads)
+    tps = np.array([t for t in DEFAULT_TP_CHOICES if all(h % t == 0 for h in heads)], dtype=float)
+    p = dict(scenario_params(one))
+    p["tp"] = tps
+    ok = fits_memory(weight_bytes_per_rank(p), kv_bytes_per_rank(one, tp=tps), one.gpu.memory_bytes)
+    tried = ", ".join(str(int(t)) for t in tps)
+    if ok.any():
+        tp = int(tps[np.argmax(ok)])
+        return tp, f"tp={tp}: the smallest TP of {tried} whose weights and KV cache fit one {one.gpu.name} (pass --tp to choose)"
+    tp = int(tps[-1])
+    return tp, (f"tp={tp}: the largest TP of {tried}, though at none do the weights and KV cache fit one {one.gpu.name} "
+                "(pass --tp to choose)")
+
+
+_default_tp_cached = functools.lru_cache(maxsize=256)(_default_tp)
+
+
 def fresh_scenario(model: str, gpu: str, tp: int, engine: str | None = None, *, dtype: str | None = None,
                    batch: int | None = None, ctx: int | None = None, name: str | None = None,
                    presets=VALIDATED) -> Scenario:
@@ -372,6 +413,9 @@ def build_scenario(
     if model is not None or engine is not None:
         base_gpu = gpu if gpu is not None else (gpu_preset_key(sc.gpu.name) or sc.gpu.name)
         base_tp = tp if tp is not None else sc.parallel.tp
+        tp_note = None
+        if model is not None and tp is None:  # a new model: the TP that holds it, not the base scenario's
+            base_tp, tp_note = default_tp(model, base_gpu, engine, dtype=dtype, batch=batch, ctx=ctx)
         if model is not None:
             new = fresh_scenario(model, base_gpu, base_tp, engine, dtype=dtype, batch=batch, ctx=ctx)
         else:
@@ -406,7 +450,7 @@ def build_scenario(
                                 "num_draft_tokens": sc.speculation.num_draft_tokens}
             new = scenario_from_dict(d, "scenario")
         data = new.model_dump()
-        notes: list[str] = list(new.notes)  # what the fresh build assumed (a config.json's gaps)
+        notes: list[str] = list(new.notes) + ([tp_note] if tp_note else [])  # what the fresh build assumed
         fresh_acceptance = model is not None
         gpu = tp = batch = ctx = dtype = None  # applied by fresh_scenario
     else:
@@ -501,10 +545,15 @@ def build_record(scenario: str | None = None, **overrides) -> Record | None:
         src = builtin_scenario_data(name)  # cached: copy what the overrides change (they replace, never mutate, the rest)
         if "model" in given:  # a new deployment, as build_scenario builds it
             base_gpu = given["gpu"] if "gpu" in given else gpu_preset_key(src["gpu"]["name"]) or src["gpu"]["name"]
-            new = fresh_scenario(given["model"], base_gpu, given.get("tp", src["parallel"]["tp"]), given.get("engine"),
+            tp, tp_note = given.get("tp"), None
+            if tp is None:  # a new model: the TP that holds it, not the base scenario's
+                tp, tp_note = default_tp(given["model"], base_gpu, given.get("engine"), dtype=given.get("dtype"),
+                                         batch=given.get("batch"), ctx=given.get("ctx"), presets=RECORDS)
+            new = fresh_scenario(given["model"], base_gpu, tp, given.get("engine"),
                                  dtype=given.get("dtype"), batch=given.get("batch"), ctx=given.get("ctx"), presets=RECORDS)
             data = new.model_dump()
-            _apply_run_overrides(data, list(new.notes), True, _vouched, **{**run, "batch": None, "ctx": None})
+            notes = list(new.notes) + ([tp_note] if tp_note else [])
+            _apply_run_overrides(data, notes, True, _vouched, **{**run, "batch": None, "ctx": None})
             set_moe_config(data)
             return _vouched(data)
         data = {**src, **{k: dict(src[k]) for k in ("speculation", "workload", "provenance") if k in src}}

@@ -328,3 +328,21 @@ def test_a_hub_id_of_a_preset_is_the_preset_unless_that_folder_exists(run_json, 
     (not_configs / "meta-llama" / "Llama-2-7b-chat-hf").mkdir(parents=True)
     _write(not_configs / "meta-llama" / "Llama-2-7b-chat-hf", LLAMA)
     assert run_json("predict", "--model", "meta-llama/Llama-2-7b-chat-hf", "--tp", "1")["model"] == "Llama-2-7b-chat-hf"
+
+
+def test_name_or_path_with_control_characters_is_a_label_without_them(tmp_path):
+    """``_name_or_path`` only names the model: control characters are dropped from the label, not an error."""
+    import json
+
+    from specsim.io.hfconfig import model_name
+
+    assert model_name({"_name_or_path": "org/bad\x07na\x1bme"}, tmp_path / "config.json") == "org/badname"
+    assert model_name({"_name_or_path": "\x07\x08"}, tmp_path / "my-model.json") == "my-model"
+    src = Path(__file__).resolve().parents[1] / "examples" / "qwen3-30b-a3b" / "config.json"
+    d = json.loads(src.read_text())
+    d["_name_or_path"] = "Qwen/Qwen3\x07-30B-A3B"
+    f = tmp_path / "c.json"
+    f.write_text(json.dumps(d))
+    import specsim
+
+    assert specsim.predict(model=str(f), gpu="h200", tp=1).tok_s > 0

@@ -357,7 +357,7 @@ def model_name(raw: dict, path: Path) -> str:
 
     given = raw.get("_name_or_path")
     if isinstance(given, str) and given.strip():
-        text = " ".join(given.split())[:200]
+        text = "".join(c for c in " ".join(given.split()) if c.isprintable())[:200]  # a label: control characters dropped
         local = text.startswith(("/", ".", "~")) or re.match(r"^[A-Za-z]:[\\/]", text) or text.count("/") > 1
         name = re.split(r"[\\/]", text.rstrip("/\\"))[-1] if local else text
         if name.strip():

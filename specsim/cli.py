@@ -75,21 +75,6 @@ def _ints(text: str, field: str, lo: int | None = None, hi: int | None = None) -
     return parse_int_list(text, field, lo=lo, hi=hi)
 
 
-def _json_safe(obj):
-    """NaN/inf are not JSON: emit null instead, so jq and browsers can read the output."""
-    import math
-
-    if isinstance(obj, float):
-        return obj if math.isfinite(obj) else None
-    if isinstance(obj, dict):
-        return {k: _json_safe(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [_json_safe(v) for v in obj]
-    if hasattr(obj, "item") and not isinstance(obj, (str, bytes)):
-        return _json_safe(obj.item())
-    return obj
-
-
 def _samples(text: str | float, field: str) -> float:
     """A sample count with an optional K/M/B suffix: 37K, 1.4M, 2e6 (finite, > 0)."""
     from .io.args import parse_samples
@@ -98,7 +83,9 @@ def _samples(text: str | float, field: str) -> float:
 
 
 def _emit(obj: dict) -> None:
-    typer.echo(json.dumps(_json_safe(obj), indent=2, allow_nan=False))
+    from .output.render import json_safe
+
+    typer.echo(json.dumps(json_safe(obj), indent=2, allow_nan=False))
 
 
 def _flag_without_type(self, ctx):

@@ -113,3 +113,10 @@ def fmt_bound(v: object) -> str:
 def fmt_range(lo: object, hi: object) -> str:
     """``[lo, hi]`` with :func:`fmt_bound` bounds."""
     return f"[{fmt_bound(lo)}, {fmt_bound(hi)}]"
+
+
+def fmt_allowed(lo: object, hi: object, what: str = "integers") -> str:
+    """``allowed: integers in [1, 64]``, or ``>= lo`` / ``<= hi`` where one side is None (open)."""
+    if lo is not None and hi is not None:
+        return f"allowed: {what} in {fmt_range(lo, hi)}"
+    return f"allowed: {what} >= {fmt_bound(lo)}" if lo is not None else f"allowed: {what} <= {fmt_bound(hi)}"

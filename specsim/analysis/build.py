@@ -200,8 +200,8 @@ DEFAULT_TP_CHOICES = (1, 2, 4, 8)
 
 def default_tp(model: str, gpu: str, engine: str | None = None, *, dtype: str | None = None, batch: int | None = None,
                ctx: int | None = None, presets=VALIDATED) -> tuple[int, str]:
-    """:func:`_default_tp`, cached for preset names (a config.json path is read again each call)."""
-    if any(c in model for c in "/\\") or model.endswith(".json"):
+    """:func:`_default_tp`, cached for preset names (a config.json is read again each call)."""
+    if names_a_file(model):
         return _default_tp(model, gpu, engine, dtype, batch, ctx, presets)
     return _default_tp_cached(model, gpu, engine, dtype, batch, ctx, presets)
 

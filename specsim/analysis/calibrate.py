@@ -716,7 +716,7 @@ def validate(path: str, fit_tokens: list[int] | None = None) -> Validation:
         raise SpecsimError("fit", fit_tokens, f"no dataset point at batch {b0}, ctx {c0} has these token counts; "
                                               f"available: {sorted({pt.tokens for pt in pts})}")
     res = fit(sc, chosen, baseline_tok_s=d.get("baseline_tok_s"),
-              fields={"verify": "dataset.points", "baseline": "dataset.baseline_tok_s"}, data_from=f"dataset {Path(path).name}")
+              fields={"verify": "dataset.points", "baseline": "dataset.baseline_tok_s"}, data_from=f"dataset {name}")
     rows = _scored_rows(scenario_params(res.scenario), pts, b0, c0, in_fit)
     eager_rows = []
     if eager_pts:  # the same forwards launched eagerly: the fitted numbers on the eager path, nothing refitted

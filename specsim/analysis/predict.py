@@ -274,7 +274,8 @@ def verify_widths(tokens, one: bool = False) -> list[int]:
     from ..io.checks import check_int
     from ..physics.rules import MAX_LIST
 
-    allowed = f"allowed: an integer in [1, {MAX_VERIFY_WIDTH}]" + ("" if one else f", or a list of 1 to {MAX_LIST} of them")
+    one_width = f"allowed: an integer in [1, {MAX_VERIFY_WIDTH}]"
+    allowed = one_width + ("" if one else f", or a list of 1 to {MAX_LIST} of them")
     if one or isinstance(tokens, (numbers.Number, str, bytes)):
         tokens = [tokens]  # one width (a string is refused as one, not read as its characters)
     elif not isinstance(tokens, (list, tuple, range)) or not 1 <= len(tokens) <= MAX_LIST:
@@ -283,7 +284,7 @@ def verify_widths(tokens, one: bool = False) -> list[int]:
         if not isinstance(t, numbers.Integral) or isinstance(t, bool):  # 2.5 or "3" is no width (2.0 is, as in JSON)
             check_int(t, "tokens" if one else f"tokens[{i}]", 1, MAX_VERIFY_WIDTH)
         elif not 1 <= t <= MAX_VERIFY_WIDTH:
-            raise SpecsimError("tokens" if one else f"tokens[{i}]", t, allowed.split(", or")[0])
+            raise SpecsimError("tokens" if one else f"tokens[{i}]", t, one_width)
     return [int(t) for t in tokens]
 
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..errors import SpecsimError
+from ..errors import SpecsimError, fmt_allowed
 from ..physics import acceptance as acc
 from ..physics.acceptance import rates_for
 from ..physics.cycle import running, throughput
@@ -137,16 +137,6 @@ def _axis(values, pos: int) -> np.ndarray:
     return arr.reshape(shape)
 
 
-def _range_text(lo, hi, integer: bool) -> str:
-    """``allowed: integers in [1, 64]`` (or ``>= lo`` / ``<= hi`` where one side is open)."""
-    from ..errors import fmt_bound, fmt_range
-
-    what = "integers" if integer else "values"
-    if lo is not None and hi is not None:
-        return f"allowed: {what} in {fmt_range(lo, hi)}"
-    return f"allowed: {what} >= {fmt_bound(lo)}" if lo is not None else f"allowed: {what} <= {fmt_bound(hi)}"
-
-
 def _check_list(name: str, values, lo=None, hi=None, integer=False):
     if values is None:
         return None
@@ -159,7 +149,7 @@ def _check_list(name: str, values, lo=None, hi=None, integer=False):
         if integer and int(v) != v:
             raise SpecsimError(name, v, "must be integers")
         if (lo is not None and v < lo) or (hi is not None and v > hi):
-            raise SpecsimError(name, v, _range_text(lo, hi, integer))
+            raise SpecsimError(name, v, fmt_allowed(lo, hi, "integers" if integer else "values"))
     if len(set(vals)) < len(vals):  # a value twice would sweep the same rows twice and rank them twice
         twice = next(v for v, n in Counter(vals).items() if n > 1)
         raise SpecsimError(name, twice, "is given twice; give each value once")

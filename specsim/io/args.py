@@ -16,7 +16,7 @@ from __future__ import annotations
 import math
 import re
 
-from ..errors import SpecsimError, fmt_bound, fmt_range, short_repr
+from ..errors import SpecsimError, fmt_allowed, fmt_bound, fmt_range, short_repr
 from ..physics.rules import FLAG_LIMITS, LIMITS, MAX_SAMPLES
 
 MAX_LIST_VALUES = 100_000  # values in one flag's list or range, after expansion
@@ -69,8 +69,7 @@ def parse_int_list(text: str, field: str, *, lo: int | None = None, hi: int | No
         if count > max_values:
             raise SpecsimError(field, text, f"{count:,} values or more; allowed at most {max_values:,} per flag")
         spans.append((a, b))
-    allowed = (f"allowed: integers in {fmt_range(lo, hi)}" if lo is not None and hi is not None
-               else f"allowed: integers >= {fmt_bound(lo)}" if lo is not None else f"allowed: integers <= {fmt_bound(hi)}")
+    allowed = fmt_allowed(lo, hi)
     for a, b in spans:
         if lo is not None and a < lo:
             raise SpecsimError(field, a, allowed)

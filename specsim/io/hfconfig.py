@@ -308,7 +308,7 @@ def _load(path: Path) -> tuple[TargetModel, DraftModel]:
         if scales is not None:
             moe = moe.model_copy(update={"fp8_scales": scales})
         if dense_layers > layers:
-            raise SpecsimError(c._field("first_k_dense_replace" if mt in ("deepseek_v3", "kimi_k2") else "mlp_only_layers"),
+            raise SpecsimError(c._field("first_k_dense_replace" if mt in MLA_MODEL_TYPES else "mlp_only_layers"),
                                dense_layers, f"allowed: at most num_hidden_layers={layers}")
     name = model_name(raw, path)
     src = {"architecture": f"Hugging Face config.json at {path}"}
@@ -319,7 +319,7 @@ def _load(path: Path) -> tuple[TargetModel, DraftModel]:
                             and str(raw.get(key)).removeprefix("torch.") in ("float32", "float") else ""))
     for key, what in (("num_key_value_heads", f"num_attention_heads ({heads}: no grouped KV heads)"),
                       ("intermediate_size", f"4 x hidden_size ({4 * h})")):
-        if raw.get(key) is None and not (key == "num_key_value_heads" and mt in ("deepseek_v3", "kimi_k2")):  # MLA
+        if raw.get(key) is None and not (key == "num_key_value_heads" and mt in MLA_MODEL_TYPES):  # MLA
             src[f"assumed_{key}"] = f"assumed: config.json gives no {key}; taken as {what}"
     q = raw.get("quantization_config")
     dtypes = _dtypes(raw, moe is not None, base)

@@ -150,6 +150,22 @@ def _prediction_tables(p) -> list[tuple[str, list[str], list[list[object]]]]:
     return tables
 
 
+def json_safe(obj):
+    """A result as strict JSON takes it: NaN/inf -> null (so jq and browsers read it), numpy scalars -> Python
+    numbers, tuples -> lists, keys -> strings."""
+    import math
+
+    if isinstance(obj, float):
+        return obj if math.isfinite(obj) else None
+    if isinstance(obj, dict):
+        return {str(k): json_safe(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [json_safe(v) for v in obj]
+    if hasattr(obj, "item") and not isinstance(obj, (str, bytes)):
+        return json_safe(obj.item())
+    return obj
+
+
 def warning_lines(warnings, fmt: str = "text") -> str:
     """The warnings a result carries (memory fit, the engine's cap, extrapolations, notes), one line each after it:
     ``warning: ...`` (text), ``> **warning:** ...`` (Markdown), ``% warning: ...`` (LaTeX). predict, verify and
@@ -212,6 +228,7 @@ _SWEEP_HEAD = {"steps": "steps", "topk": "topk", "draft_tokens": "draft tok", "a
                "routing_locality": "rho", "fits_memory": "fits HBM", "tok_s": "tok/s", "speedup": "speedup", "cycle_ms": "cycle ms",
                "verify_ms": "verify ms", "baseline_fits_memory": "baseline fits"}
 _SWEEP_RESULTS = ("tok_s", "speedup", "cycle_ms", "verify_ms")
+_SWEEP_FLAGS = ("fits_memory", "baseline_fits_memory")  # yes / no in the tables; shown only where one is false
 
 
 def _best_row(res) -> dict:
@@ -226,10 +243,10 @@ def _sweep_parts(res, top: int):
     keys = [k for k in _SWEEP_HEAD if k not in _SWEEP_RESULTS]
     varying = [k for k in keys if len({str(r[k]) for r in ranked}) > 1 or k in ("steps",)]
     def cell(c: str, v):
-        return ("yes" if v else "no") if c in ("fits_memory", "baseline_fits_memory") else v
+        return ("yes" if v else "no") if c in _SWEEP_FLAGS else v
 
     fixed = {k: cell(k, best[k]) for k in keys if k not in varying and k != "accept_length"
-             and not (k in ("fits_memory", "baseline_fits_memory") and best.get(k, True))  # "fits" goes without saying
+             and not (k in _SWEEP_FLAGS and best.get(k, True))  # "fits" goes without saying
              and not (k == "routing_locality" and best.get(k, 1.0) == 1.0)}  # so does independent routing
     cols = varying + [k for k in _SWEEP_RESULTS]
     if "accept_length" not in cols:

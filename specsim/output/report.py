@@ -24,7 +24,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from ..errors import SpecsimError, one_line
-from .render import COMPONENT_LABELS, table_html
+from .render import COMPONENT_LABELS, json_safe, table_html
 
 FIGURE_NAMES = ("cycle", "steps", "verify", "training", "tornado")
 SECTIONS = (
@@ -98,7 +98,7 @@ class ReportData:
         curve, the training what-if, the elasticities and the summary rows."""
         from dataclasses import asdict
 
-        return _json_ready({
+        return json_safe({
             "kind": "modeled", "scenario": self.scenario.name, "description": self.scenario.description,
             "summary": [[_json_cell(c) for c in row] for row in self.summary],
             "prediction": self.prediction.to_dict(), "steps_sweep": asdict(self.sweep), "verify": self.verify.to_dict(),
@@ -129,19 +129,6 @@ class ReportData:
 
 def _json_cell(c: object) -> object:
     return c if isinstance(c, (int, float, str, bool, type(None))) else str(c)
-
-
-def _json_ready(obj):
-    """NaN/inf -> null, numpy scalars -> Python numbers, tuples -> lists (JSON has none of them)."""
-    if isinstance(obj, float):
-        return obj if math.isfinite(obj) else None
-    if isinstance(obj, dict):
-        return {str(k): _json_ready(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [_json_ready(v) for v in obj]
-    if hasattr(obj, "item") and not isinstance(obj, (str, bytes)):
-        return _json_ready(obj.item())
-    return obj
 
 
 def collect_report(

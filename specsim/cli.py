@@ -203,6 +203,12 @@ def predict(
     prompt_tokens: float | None = typer.Option(None, "--prompt-tokens", help="with --requests: prompt tokens per request; "
                                                "each wave's prefill then counts in the run (give --output-tokens too)"),
     output_tokens: float | None = typer.Option(None, "--output-tokens", help="with --requests: output tokens per request"),
+    accept_spread: float | None = typer.Option(None, "--accept-spread", help="with --requests: per-request spread (coefficient "
+                                               "of variation) of decode cycles per token from acceptance; equal-length "
+                                               "requests then finish unevenly and the batch drains (default: the prior "
+                                               "0.12, measured; 0: equal requests)"),
+    output_spread: float | None = typer.Option(None, "--output-spread", help="with --requests: per-request spread (CV) of "
+                                               "output tokens, both runs (default 0: equal lengths)"),
     deploy: dict | None = None,
 ) -> None:
     """Predict speculative tok/s, speedup and where the cycle time goes.
@@ -216,17 +222,23 @@ def predict(
     if requests is None and (prompt_tokens is not None or output_tokens is not None):
         _fail(f"{'prompt' if prompt_tokens is not None else 'output'}-tokens: --prompt-tokens and --output-tokens "
               "describe a run: give --requests too")
+    if requests is None and (accept_spread is not None or output_spread is not None):
+        _fail(f"{'accept' if accept_spread is not None else 'output'}-spread: --accept-spread and --output-spread "
+              "describe a run: give --requests too")
     if requests is not None:
-        from .analysis.run import check_run_lengths, predict_run, run_ctx
+        from .analysis.run import ACCEPT_SPREAD_PRIOR, check_run_lengths, check_spread, predict_run, run_ctx
 
         check_run_lengths(prompt_tokens, output_tokens)
+        accept_spread = ACCEPT_SPREAD_PRIOR if accept_spread is None else check_spread(accept_spread)
+        output_spread = 0.0 if output_spread is None else check_spread(output_spread, "output-spread")
         if prompt_tokens is not None and "ctx" not in kw:
             kw["ctx"] = run_ctx(prompt_tokens, output_tokens)  # the run's mean decode context, unless --ctx says otherwise
     sc = build_scenario(scenario, **kw) if requests is not None else build_view(scenario, **kw)
     res = evaluate(sc)
     run = None
     if requests is not None:
-        run = predict_run(requests, sc, prompt_tokens=prompt_tokens, output_tokens=output_tokens)
+        run = predict_run(requests, sc, prompt_tokens=prompt_tokens, output_tokens=output_tokens,
+                          accept_spread=accept_spread, output_spread=output_spread)
     if _json_out(fmt, as_json):
         _emit({**res.to_dict(), **({"run": run.to_dict()} if run else {})})
         return
@@ -237,7 +249,11 @@ def predict(
             shape += "; baseline " + " + ".join(f"{c} x {n}" for n, c in run.baseline_waves)
         pre = (f", {run.prompt_tokens:g} prompt + {run.output_tokens:g} output tokens each, prefill counted, "
                f"decode at ctx {sc.workload.ctx}" if run.prompt_tokens is not None else "")
-        typer.echo(f"run of {run.requests} requests on {run.slots} slots (waves: {shape}){pre}, modeled: "
+        drain = (f"; per-request spread: acceptance {run.accept_spread:g}, output {run.output_spread:g}, so the batch "
+                 f"drains gradually (mean in flight {run.spec_concurrency:.1f}, baseline {run.baseline_concurrency:.1f})"
+                 if run.accept_spread or run.output_spread else "")
+        typer.echo(f"run of {run.requests} requests on {run.slots} slots ({'equal waves' if not drain else 'waves if equal'}: "
+                   f"{shape}){pre}{drain}, modeled: "
                    f"{run.tok_s:,.1f} tok/s vs {run.baseline_tok_s:,.1f} baseline = {run.speedup:.3f}x")
 
 

@@ -50,14 +50,14 @@ def test_waves_refuse_bad_request_counts(requests):
 
 def test_a_run_of_whole_waves_is_the_steady_state():
     steady = predict(batch=16, accept=2.4, **LLAMA_H100)
-    run = predict_run(64, batch=16, accept=2.4, **LLAMA_H100)
+    run = predict_run(64, batch=16, accept=2.4, accept_spread=0.0, **LLAMA_H100)
     assert run.waves == [(16, 4)]
     assert run.tok_s == pytest.approx(steady.tok_s, rel=1e-12)
     assert run.baseline_tok_s == pytest.approx(steady.baseline_tok_s, rel=1e-12)
 
 
 def test_a_draining_run_lies_between_its_wave_sizes():
-    run = predict_run(80, batch=64, accept=2.4, **LLAMA_H100)
+    run = predict_run(80, batch=64, accept=2.4, accept_spread=0.0, **LLAMA_H100)
     big, small = (predict(batch=b, accept=2.4, **LLAMA_H100) for b in (64, 16))
     assert small.tok_s < run.tok_s < big.tok_s
     assert small.baseline_tok_s < run.baseline_tok_s < big.baseline_tok_s
@@ -325,8 +325,8 @@ def test_prefill_counts_in_a_run_when_its_lengths_are_given():
     from specsim.physics.params import scenario_params
 
     for b in (1, 64):
-        plain = predict_run(b, batch=b, **LLAMA_VLLM)
-        pre = predict_run(b, batch=b, prompt_tokens=827, output_tokens=315, **LLAMA_VLLM)
+        plain = predict_run(b, batch=b, accept_spread=0.0, **LLAMA_VLLM)
+        pre = predict_run(b, batch=b, accept_spread=0.0, prompt_tokens=827, output_tokens=315, **LLAMA_VLLM)
         steady = predict(batch=b, **LLAMA_VLLM)
         assert plain.speedup == pytest.approx(steady.speedup, rel=1e-12)
         assert 1.0 < pre.speedup < plain.speedup and pre.baseline_tok_s < plain.baseline_tok_s
@@ -335,9 +335,9 @@ def test_prefill_counts_in_a_run_when_its_lengths_are_given():
         p = scenario_params(sc)
         wall_ms = float(prefill_ms(p, 827.0, float(b))["target"]) + 315 * steady.baseline_step_ms
         assert pre.baseline_tok_s == pytest.approx(1e3 * b * 315 / wall_ms, rel=1e-9)
-    small, big = (predict_run(b, batch=b, prompt_tokens=827, output_tokens=315, **LLAMA_VLLM) for b in (1, 64))
-    assert (predict_run(64, batch=64, **LLAMA_VLLM).speedup - big.speedup) > 5 * (
-        predict_run(1, batch=1, **LLAMA_VLLM).speedup - small.speedup)
+    small, big = (predict_run(b, batch=b, accept_spread=0.0, prompt_tokens=827, output_tokens=315, **LLAMA_VLLM) for b in (1, 64))
+    assert (predict_run(64, batch=64, accept_spread=0.0, **LLAMA_VLLM).speedup - big.speedup) > 5 * (
+        predict_run(1, batch=1, accept_spread=0.0, **LLAMA_VLLM).speedup - small.speedup)
 
 
 def specsim_build(batch):
@@ -502,14 +502,14 @@ def test_the_cap_binds_per_point_in_one_vectorised_call():
 
 
 def test_a_run_past_the_cap_runs_the_speculative_waves_at_the_cap():
-    run = predict_run(128, batch=128, **QWEN_H100)
+    run = predict_run(128, batch=128, accept_spread=0.0, **QWEN_H100)
     assert run.waves == [(48, 2), (32, 1)] and run.baseline_waves == [(128, 1)]
     w48, w32 = predict(batch=48, **QWEN_H100), predict(batch=32, **QWEN_H100)
     spec_ms = 2 * w48.cycle_ms / w48.accept_length + w32.cycle_ms / w32.accept_length
     assert run.tok_s == pytest.approx(1e3 * 128 / spec_ms, rel=1e-9)
     d = run.to_dict()
     assert d["baseline_waves"] == [{"requests": 128, "count": 1}]
-    raised = predict_run(128, batch=128, max_running_requests=128, **QWEN_H100)
+    raised = predict_run(128, batch=128, accept_spread=0.0, max_running_requests=128, **QWEN_H100)
     assert raised.waves == [(128, 1)] and raised.baseline_waves is None and raised.speedup > run.speedup
 
 

@@ -23,6 +23,7 @@ are short next to their answers).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 
 from ..errors import SpecsimError
 
@@ -51,6 +52,10 @@ class RunPrediction:
     prompt_tokens: float | None = None  # per request; with output_tokens, each wave's prefill is counted
     output_tokens: float | None = None
     baseline_waves: list[tuple[int, int]] | None = None  # the plain run's waves where the engine's caps differ
+    accept_spread: float = 0.0  # per-request spread (CV) of cycles per token from acceptance
+    output_spread: float = 0.0  # per-request spread (CV) of output tokens
+    spec_concurrency: float | None = None  # mean requests in flight over the decode's wall time, modeled
+    baseline_concurrency: float | None = None
 
     @property
     def speedup(self) -> float:
@@ -62,6 +67,8 @@ class RunPrediction:
                 "baseline_waves": [{"requests": n, "count": c} for n, c in (self.baseline_waves or self.waves)],
                 "tok_s": self.tok_s, "baseline_tok_s": self.baseline_tok_s, "speedup": self.speedup,
                 "prefill_counted": self.prompt_tokens is not None,
+                "accept_spread": self.accept_spread, "output_spread": self.output_spread,
+                "concurrency": self.spec_concurrency, "baseline_concurrency": self.baseline_concurrency,
                 **({"prompt_tokens": self.prompt_tokens, "output_tokens": self.output_tokens}
                    if self.prompt_tokens is not None else {})}
 
@@ -87,38 +94,164 @@ def check_run_lengths(prompt_tokens, output_tokens, names=("prompt-tokens", "out
             raise SpecsimError(name, v, f"allowed: a number of tokens in [1, {MAX_RUN_TOKENS:,}]")
 
 
+#: Per-request spread of decode cycles per output token (coefficient of variation across the requests of one run):
+#: prompts differ in how well the draft predicts them, so equal-length requests of a speculative run finish at
+#: different times and the batch drains before the run ends. Prior 0.12: the batch-1 runs of
+#: https://github.com/IneshReddy249/speculative-decoding-moe-benchmark (results/*_c1.json at commit f598e23; EAGLE-3
+#: heads on GLM-4.7-Flash, ShareGPT, 256 output tokens fixed): end-to-end latency spread 11.9 % (chain) and 12.6 %
+#: (tree) with speculation against 2.3 % without, i.e. ~0.12 from acceptance alone. Kept, with the concurrency each
+#: run measured, in calibration/datasets/run-drain-glm47flash-h100pcie.json.
+ACCEPT_SPREAD_PRIOR = 0.12
+MAX_SPREAD = 2.0  # coefficient of variation
+RUN_DRAWS = 8  # shuffled orders of the stratified per-request work, averaged
+MAX_SIM_EVENTS = 400_000  # request completions simulated per occupancy (draws x requests); past it the middle of
+#                           the run, at full occupancy, is counted without simulating it
+
+
+def check_spread(v, name: str = "accept-spread") -> float:
+    """A coefficient of variation in [0, MAX_SPREAD]."""
+    import numbers
+
+    if not isinstance(v, numbers.Real) or isinstance(v, bool) or not 0.0 <= float(v) <= MAX_SPREAD:
+        raise SpecsimError(name, v, f"allowed: a coefficient of variation in [0, {MAX_SPREAD:g}] (0: equal requests)")
+    return float(v)
+
+
+def _work_units(requests: int, spread: float, draw: int):
+    """Each request's work (mean 1): stratified quantiles of a lognormal of CV ``spread``, in a seeded order."""
+    import numpy as np
+    from scipy.special import ndtri
+
+    s = np.sqrt(np.log1p(spread * spread))
+    u = np.exp(s * ndtri((np.arange(requests) + 0.5) / requests) - s * s / 2)
+    u /= u.mean()
+    return np.random.default_rng(draw).permutation(u)
+
+
+def _loop_occupancy(work, slots: int):
+    """Work units run with n requests in flight (index n - 1), slots taking requests in order, each in flight
+    advancing one unit per step together (the engine steps its whole batch)."""
+    import heapq
+
+    import numpy as np
+
+    occ = np.zeros(min(slots, len(work)))
+    done, nxt, live = 0.0, 0, []
+    for w in work[:slots]:
+        heapq.heappush(live, float(w))
+    nxt = len(live)
+    while live:
+        end = heapq.heappop(live)
+        occ[len(live)] += end - done  # len(live) + 1 were in flight until this one ended
+        done = end
+        if nxt < len(work):
+            heapq.heappush(live, done + float(work[nxt]))
+            nxt += 1
+    return occ
+
+
+@lru_cache(maxsize=512)
+def occupancy(requests: int, slots: int, spread: float):
+    """Mean work units a run spends with n = 1..min(slots, requests) requests in flight (array index n - 1).
+
+    A request needs ``u`` units of work (decode cycles or steps, per output token and scaled to mean 1); ``spread``
+    is the coefficient of variation of ``u`` across requests. A run of ``requests`` on ``slots`` lasts
+    ``sum_n occupancy[n - 1] x step_ms(n)`` per output token and request. Spread 0 is the equal waves of
+    :func:`waves`; a spread drains the batch gradually before the run ends (list scheduling, a fluid of equal
+    steps; averaged over :data:`RUN_DRAWS` orders)."""
+    import numpy as np
+
+    slots = min(slots, requests)
+    occ = np.zeros(slots)
+    if spread == 0.0:
+        for n, count in waves(requests, slots):
+            occ[n - 1] += count
+        return occ
+    if slots == requests:  # one wave: request k of the sorted work ends the k-th, with requests - k + 1 in flight
+        u = np.sort(_work_units(requests, spread, 0))
+        return np.diff(u, prepend=0.0)[::-1].copy()
+    if slots > MAX_SIM_EVENTS // 4:  # too many slots to simulate a drain of several waves: equal waves
+        return occupancy(requests, slots, 0.0)
+    sim = min(requests, max(MAX_SIM_EVENTS // RUN_DRAWS, 4 * slots))
+    draws = max(1, min(RUN_DRAWS, MAX_SIM_EVENTS // sim))
+    occ = sum(_loop_occupancy(_work_units(sim, spread, d), slots) for d in range(draws)) / draws
+    occ[slots - 1] += (requests - sim) / slots  # the middle of a longer run, every slot busy
+    return occ
+
+
+def _per_batch(sc, n_max: int, tau: float):
+    """Modeled cycle and decode-step ms with n = 1..n_max requests run at once (one vectorised evaluation)."""
+    import numpy as np
+
+    from ..physics.cycle import throughput
+    from ..physics.params import scenario_params
+
+    p = dict(scenario_params(sc))
+    p["batch"] = np.arange(1, n_max + 1, dtype=float)
+    th = throughput(p, tau)
+    return (np.broadcast_to(np.asarray(th["cycle_ms"], float), (n_max,)),
+            np.broadcast_to(np.asarray(th["baseline"]["total"], float), (n_max,)))
+
+
 def predict_run(requests: int, scenario=None, *, prompt_tokens: float | None = None, output_tokens: float | None = None,
-                **overrides) -> RunPrediction:
+                accept_spread: float = ACCEPT_SPREAD_PRIOR, output_spread: float = 0.0, **overrides) -> RunPrediction:
     """Throughput of a closed-loop run of ``requests`` requests on ``batch`` slots (the ``batch`` override);
     with ``prompt_tokens`` and ``output_tokens`` per request, each wave's prefill is counted too. The decode runs at
-    the scenario's context: for requests of those lengths, :func:`run_ctx` (the CLI's default) is their mean."""
+    the scenario's context: for requests of those lengths, :func:`run_ctx` (the CLI's default) is their mean.
+
+    ``accept_spread``: the spread (coefficient of variation) of decode cycles per output token across requests,
+    from acceptance (:data:`ACCEPT_SPREAD_PRIOR`; speculation only); ``output_spread``: that of output tokens per
+    request (both runs). With both 0 the requests are equal and the batch drains in waves."""
+    import numpy as np
+
+    from ..physics.acceptance import expected_accept_length
     from ..physics.cycle import prefill_ms
     from ..physics.params import scenario_params
     from .build import build_scenario
-    from .predict import evaluate
 
     check_run_lengths(prompt_tokens, output_tokens)
+    accept_spread, output_spread = check_spread(accept_spread), check_spread(output_spread, "output-spread")
     sc = build_scenario(scenario, **overrides)
     slots = sc.workload.batch
-    e = sc.engine  # the engine runs at most its cap at once: a wave is that many, the rest queue for the next
-    spec_ws = waves(requests, e.running_at_once(slots, True))
-    base_ws = waves(requests, e.running_at_once(slots, False))
-    evals = {}  # one evaluation per distinct wave size (at most four)
-    for n in sorted({n for n, _ in spec_ws + base_ws}):
-        wave = build_scenario(sc, batch=n)
-        pre = prefill_ms(scenario_params(wave), float(prompt_tokens), float(n)) if prompt_tokens is not None else None
-        evals[n] = evaluate(wave), pre
-    spec_ms = base_ms = 0.0  # wall ms of the run for one output token per request (prefill: per output token)
-    for n, count in spec_ws:
-        p, pre = evals[n]
-        spec_ms += count * p.cycle_ms / p.accept_length
-        if pre is not None:
-            spec_ms += count * (float(pre["target"]) + float(pre["draft"])) / float(output_tokens)
-    for n, count in base_ws:
-        p, pre = evals[n]
-        base_ms += count * p.baseline_step_ms
-        if pre is not None:
-            base_ms += count * float(pre["target"]) / float(output_tokens)
+    e = sc.engine  # the engine runs at most its cap at once: the rest queue for a free slot
+    spec_slots, base_slots = e.running_at_once(slots, True), e.running_at_once(slots, False)
+    spec_ws, base_ws = waves(requests, spec_slots), waves(requests, base_slots)
+    spec_spread = float(np.hypot(accept_spread, output_spread))  # independent spreads of one request's work
+    spec_occ = occupancy(requests, spec_slots, round(spec_spread, 12))
+    base_occ = occupancy(requests, base_slots, round(output_spread, 12))
+    tau = float(expected_accept_length(sc))
+    cycle_ms, step_ms = _per_batch(sc, max(len(spec_occ), len(base_occ)), tau)
+    # wall ms of the run for one output token per request (prefill: per output token)
+    spec_ms = float(spec_occ @ cycle_ms[: len(spec_occ)]) / tau
+    base_ms = float(base_occ @ step_ms[: len(base_occ)])
+    if prompt_tokens is not None:
+        def prefills(ws, spread):  # (prompts prefilled together, times): per wave, or the first batch then one by one
+            if spread == 0.0 or len(ws) == 1:
+                return ws
+            first = ws[0][0]
+            return [(first, 1), (1, requests - first)]
+
+        cache = {}
+
+        def pre(n):
+            if n not in cache:
+                cache[n] = prefill_ms(scenario_params(build_scenario(sc, batch=n)), float(prompt_tokens), float(n))
+            return cache[n]
+
+        for n, count in prefills(spec_ws, spec_spread):
+            spec_ms += count * (float(pre(n)["target"]) + float(pre(n)["draft"])) / float(output_tokens)
+        for n, count in prefills(base_ws, output_spread):
+            base_ms += count * float(pre(n)["target"]) / float(output_tokens)
     return RunPrediction(requests, slots, spec_ws, tok_s=1e3 * requests / spec_ms, baseline_tok_s=1e3 * requests / base_ms,
                          prompt_tokens=prompt_tokens, output_tokens=output_tokens,
-                         baseline_waves=None if base_ws == spec_ws else base_ws)
+                         baseline_waves=None if base_ws == spec_ws else base_ws,
+                         accept_spread=accept_spread, output_spread=output_spread,
+                         spec_concurrency=_concurrency(spec_occ, cycle_ms), baseline_concurrency=_concurrency(base_occ, step_ms))
+
+
+def _concurrency(occ, step_ms) -> float:
+    """Mean requests in flight over the decode's wall time (as benchmark clients report it: latency / duration)."""
+    import numpy as np
+
+    t = occ * step_ms[: len(occ)]
+    return float((t * np.arange(1, len(occ) + 1)).sum() / t.sum())

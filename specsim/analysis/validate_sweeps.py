@@ -208,6 +208,10 @@ def check_sweeps_dataset(d: dict) -> None:
                     check_number(it[k], f"{f}.{k}", 0, field_range(Workload, "ctx")[1])
             if it.get("requests") is not None:
                 check_int(it["requests"], f"{f}.requests", 1, 10_000_000)
+            if it.get("output_spread") is not None:
+                from .run import check_spread
+
+                check_spread(it["output_spread"], f"{f}.output_spread")
             if it.get("stop_strings") is not None and not isinstance(it["stop_strings"], bool):
                 raise SpecsimError(f"{f}.stop_strings", it["stop_strings"], "allowed: true or false")
             if it.get("static_batch") is not None and not isinstance(it["static_batch"], bool):
@@ -404,6 +408,23 @@ def _by_dataset(sw: dict) -> list[dict]:
     return out
 
 
+def _run_spread(it: dict) -> dict:
+    """The per-request spreads a finite run is scored with. Only a run that states its output-length spread
+    (``output_spread``: 0 where every request decodes the same fixed length) takes the acceptance prior
+    (:data:`~specsim.analysis.run.ACCEPT_SPREAD_PRIOR`); elsewhere the unstated length spread would drain both runs and
+    the requests are scored equal, as before."""
+    from .run import ACCEPT_SPREAD_PRIOR
+
+    v = it.get("output_spread")
+    return {"accept_spread": 0.0, "output_spread": 0.0} if v is None else \
+        {"accept_spread": ACCEPT_SPREAD_PRIOR, "output_spread": float(v)}
+
+
+def _spread_text(it: dict) -> str:
+    v = it.get("output_spread")
+    return "" if v is None else f", per-request spread: output {float(v):g}, acceptance (prior) {_run_spread(it)['accept_spread']:g}"
+
+
 def score_sweep(sw: dict) -> SweepScore:
     """Fit tau at the smallest batch, predict the rest; a sweep the presets cannot express is skipped."""
     from ..io.presets import get_engine, get_gpu, get_model
@@ -430,18 +451,19 @@ def score_sweep(sw: dict) -> SweepScore:
              + (" stop strings" if kw.get("stop_strings") else "")
              + (f", a run of {sw['requests']} requests" if sw.get("requests") else "")
              + (f", static batches of {lengths[0]:g} + {lengths[1]:g} tokens, prefill counted" if static else "")
-             + _cap_text(sw))
+             + _spread_text(sw) + _cap_text(sw))
     hi = kw["steps"] + 1.0  # at most steps + 1 tokens commit per cycle, chain or tree
 
     requests = sw.get("requests")  # a finite closed-loop run (the benchmark's own), else a steady stream
+    spread = _run_spread(sw)
 
     def speedup(batch: int, tau: float) -> float:
         cap = _running_cap(sw, batch)
         if static:
             return predict_run(batch, batch=batch, accept=tau, prompt_tokens=float(lengths[0]),
-                               output_tokens=float(lengths[1]), **kw, **cap).speedup
+                               output_tokens=float(lengths[1]), **spread, **kw, **cap).speedup
         if requests:
-            return predict_run(int(requests), batch=batch, accept=tau, **kw, **cap).speedup
+            return predict_run(int(requests), batch=batch, accept=tau, **spread, **kw, **cap).speedup
         return predict(batch=batch, accept=tau, **kw, **cap).speedup
 
     def miss(tau):
@@ -557,7 +579,7 @@ def _config_rows(group: dict, tp: int) -> list[dict]:
     for r in group.get("rows", []):
         kw = {**_scenario_kw(group, r), "tp": tp, "batch": int(r["batch"]), "accept": float(r["accept_length"]),
               **_running_cap(group, int(r["batch"]))}
-        x = (predict_run(int(requests), **kw) if requests else predict(**kw)).speedup
+        x = (predict_run(int(requests), **kw, **_run_spread(group)) if requests else predict(**kw)).speedup
         pub = float(r["spec_tok_s"]) / float(r["baseline_tok_s"])
         out.append({"benchmark": r.get("benchmark"), "batch": int(r["batch"]), "steps": int(r["steps"]),
                     "topk": int(r["topk"]), "num_draft_tokens": int(r["num_draft_tokens"]),
@@ -578,7 +600,7 @@ def score_configs(group: dict) -> ConfigScore:
     tp, requests = group.get("tp"), group.get("requests")
     gpu, engine = _presets(group)
     setup = (f"{group['model']} {gpu} TP{tp if tp else '?'} {engine}" + (f", ctx {group['ctx']}" if group.get("ctx") else "")
-             + (f", a run of {requests} requests" if requests else "") + _cap_text(group))
+             + (f", a run of {requests} requests" if requests else "") + _spread_text(group) + _cap_text(group))
     try:
         get_model(group["model"]), get_gpu(gpu), get_engine(engine)
     except (SpecsimError, KeyError, TypeError, ValueError) as exc:

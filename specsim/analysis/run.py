@@ -12,7 +12,10 @@ where smaller: SGLang runs 48 at once with speculation on unless the launch rais
 
     tok/s = sum(n_w) / sum(step(n_w))    and    spec tok/s = tau x sum(n_w) / sum(cycle(n_w)).
 
-Unequal lengths drain more gradually than waves. Prefill is counted when the run gives its prompt and
+Unequal lengths drain more gradually than waves, and so does acceptance that differs per prompt: with a
+per-request spread of the work (``accept_spread``, ``output_spread``) the run is list scheduling of those
+requests on the slots, the batch stepping at ``cycle(n)`` for the ``n`` in flight (:func:`occupancy`); a
+spread of 0 is the waves above. Prefill is counted when the run gives its prompt and
 output lengths (``prompt_tokens``, ``output_tokens``): each wave then first prefills its prompts (the
 target forward over them, eager, and for speculation the draft head's extend over them,
 :func:`~specsim.physics.cycle.prefill_ms`) and decodes ``output_tokens`` per request, as offline

@@ -112,12 +112,10 @@ MAX_SIM_EVENTS = 400_000  # request completions simulated per occupancy (draws x
 
 
 def check_spread(v, name: str = "accept-spread") -> float:
-    """A coefficient of variation in [0, MAX_SPREAD]."""
-    import numbers
+    """A coefficient of variation in [0, MAX_SPREAD] (0: equal requests)."""
+    from ..io.checks import check_number
 
-    if not isinstance(v, numbers.Real) or isinstance(v, bool) or not 0.0 <= float(v) <= MAX_SPREAD:
-        raise SpecsimError(name, v, f"allowed: a coefficient of variation in [0, {MAX_SPREAD:g}] (0: equal requests)")
-    return float(v)
+    return check_number(v, name, 0.0, MAX_SPREAD)
 
 
 def _work_units(requests: int, spread: float, draw: int):
@@ -139,10 +137,9 @@ def _loop_occupancy(work, slots: int):
     import numpy as np
 
     occ = np.zeros(min(slots, len(work)))
-    done, nxt, live = 0.0, 0, []
-    for w in work[:slots]:
-        heapq.heappush(live, float(w))
-    nxt = len(live)
+    live = [float(w) for w in work[:slots]]
+    heapq.heapify(live)
+    done, nxt = 0.0, len(live)
     while live:
         end = heapq.heappop(live)
         occ[len(live)] += end - done  # len(live) + 1 were in flight until this one ended
@@ -182,18 +179,21 @@ def occupancy(requests: int, slots: int, spread: float):
     return occ
 
 
-def _per_batch(sc, n_max: int, tau: float):
-    """Modeled cycle and decode-step ms with n = 1..n_max requests run at once (one vectorised evaluation)."""
+def _per_batch(sc, occupied, tau: float, n_max: int):
+    """Modeled cycle and decode-step ms with n requests run at once, at each n in ``occupied`` (one vectorised
+    evaluation; arrays of ``n_max`` with zeros where no run spends time)."""
     import numpy as np
 
     from ..physics.cycle import throughput
     from ..physics.params import scenario_params
 
     p = dict(scenario_params(sc))
-    p["batch"] = np.arange(1, n_max + 1, dtype=float)
+    p["batch"] = occupied.astype(float)
     th = throughput(p, tau)
-    return (np.broadcast_to(np.asarray(th["cycle_ms"], float), (n_max,)),
-            np.broadcast_to(np.asarray(th["baseline"]["total"], float), (n_max,)))
+    cycle_ms, step_ms = np.zeros(n_max), np.zeros(n_max)
+    cycle_ms[occupied - 1] = np.asarray(th["cycle_ms"], float)
+    step_ms[occupied - 1] = np.asarray(th["baseline"]["total"], float)
+    return cycle_ms, step_ms
 
 
 def predict_run(requests: int, scenario=None, *, prompt_tokens: float | None = None, output_tokens: float | None = None,
@@ -223,7 +223,8 @@ def predict_run(requests: int, scenario=None, *, prompt_tokens: float | None = N
     spec_occ = occupancy(requests, spec_slots, round(spec_spread, 12))
     base_occ = occupancy(requests, base_slots, round(output_spread, 12))
     tau = float(expected_accept_length(sc))
-    cycle_ms, step_ms = _per_batch(sc, max(len(spec_occ), len(base_occ)), tau)
+    occupied = np.union1d(np.flatnonzero(spec_occ), np.flatnonzero(base_occ)) + 1  # equal waves: at most two sizes
+    cycle_ms, step_ms = _per_batch(sc, occupied, tau, max(len(spec_occ), len(base_occ)))
     # wall ms of the run for one output token per request (prefill: per output token)
     spec_ms = float(spec_occ @ cycle_ms[: len(spec_occ)]) / tau
     base_ms = float(base_occ @ step_ms[: len(base_occ)])
@@ -234,17 +235,13 @@ def predict_run(requests: int, scenario=None, *, prompt_tokens: float | None = N
             first = ws[0][0]
             return [(first, 1), (1, requests - first)]
 
-        cache = {}
-
-        def pre(n):
-            if n not in cache:
-                cache[n] = prefill_ms(scenario_params(build_scenario(sc, batch=n)), float(prompt_tokens), float(n))
-            return cache[n]
-
-        for n, count in prefills(spec_ws, spec_spread):
-            spec_ms += count * (float(pre(n)["target"]) + float(pre(n)["draft"])) / float(output_tokens)
-        for n, count in prefills(base_ws, output_spread):
-            base_ms += count * float(pre(n)["target"]) / float(output_tokens)
+        spec_pre, base_pre = prefills(spec_ws, spec_spread), prefills(base_ws, output_spread)
+        pre = {n: prefill_ms(scenario_params(build_scenario(sc, batch=n)), float(prompt_tokens), float(n))
+               for n in {n for n, _ in spec_pre + base_pre}}
+        for n, count in spec_pre:
+            spec_ms += count * (float(pre[n]["target"]) + float(pre[n]["draft"])) / float(output_tokens)
+        for n, count in base_pre:
+            base_ms += count * float(pre[n]["target"]) / float(output_tokens)
     return RunPrediction(requests, slots, spec_ws, tok_s=1e3 * requests / spec_ms, baseline_tok_s=1e3 * requests / base_ms,
                          prompt_tokens=prompt_tokens, output_tokens=output_tokens,
                          baseline_waves=None if base_ws == spec_ws else base_ws,

@@ -421,8 +421,10 @@ def _run_spread(it: dict) -> dict:
 
 
 def _spread_text(it: dict) -> str:
+    from .run import ACCEPT_SPREAD_PRIOR
+
     v = it.get("output_spread")
-    return "" if v is None else f", per-request spread: output {float(v):g}, acceptance (prior) {_run_spread(it)['accept_spread']:g}"
+    return "" if v is None else f", per-request spread: output {float(v):g}, acceptance (prior) {ACCEPT_SPREAD_PRIOR:g}"
 
 
 def score_sweep(sw: dict) -> SweepScore:

@@ -914,22 +914,24 @@ def whatif_running_cap_cmd(
 @deployment_options()
 def whatif_routing_cmd(
     locality: float | None = typer.Option(None, "--locality", help="rho in [0, 1]: each request's k verify tokens "
-                                          "read the experts of 1 + rho (k - 1) independent tokens (required; the "
-                                          "presets' prior is 1, public counts on real text give 0.44-0.8)"),
+                                          "read the experts of 1 + rho (k - 1) independent tokens (the presets' "
+                                          "prior is 1, public counts on real text give 0.44-0.8)"),
+    skew: float | None = typer.Option(None, "--skew", help="c in [0, 3]: the CV of the router's per-expert token "
+                                      "share (the prior 1.13 from public decode traces; 0: uniform routing)"),
     fmt: Fmt = FmtOpt,
     as_json: bool = JsonOpt,
     deploy: dict | None = None,
 ) -> None:
-    """Routing locality of a MoE's verify tokens (fewer distinct experts per verify).
+    """Routing of a MoE: locality of its verify tokens and skew across its experts (fewer distinct experts read).
 
     Example: specsim whatif routing --model qwen3-30b-a3b --gpu h200 --tp 1 --batch 8 --locality 0.55
     """
     from .analysis.whatif import whatif_routing
 
-    if locality is None:
-        _fail("locality: give --locality RHO, a number in [0, 1]")
+    if locality is None and skew is None:
+        _fail("locality: give --locality RHO (a number in [0, 1]) and/or --skew C (a number in [0, 3])")
     scenario, kw = _split_scenario(deploy or {})
-    _show_whatif(whatif_routing(scenario, locality=locality, **kw), as_json, fmt)
+    _show_whatif(whatif_routing(scenario, locality=locality, skew=skew, **kw), as_json, fmt)
 
 
 class ExplainFmt(str, Enum):

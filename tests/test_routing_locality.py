@@ -51,7 +51,8 @@ def test_at_zero_locality_a_verify_reads_the_experts_of_a_decode():
     assert _expert_weight_bytes(verify) == pytest.approx(_expert_weight_bytes(decode), rel=1e-12)
     E, k = sc.target.moe.num_experts, sc.target.moe.experts_per_token
     full = target_ops(p, ndt, batch=b, routed_tokens=b * ndt, verify=True)  # rho = 1: the distinct-experts formula
-    ratio = expected_distinct_experts(E, k, b * ndt) / expected_distinct_experts(E, k, b)
+    c = sc.target.moe.routing_skew  # skew across experts (the prior) acts on verify and decode alike
+    ratio = expected_distinct_experts(E, k, b * ndt, c) / expected_distinct_experts(E, k, b, c)
     assert sc.target.moe.num_shared_experts == 0  # so every expert byte is a routed one
     assert _expert_weight_bytes(full) / _expert_weight_bytes(decode) == pytest.approx(ratio, rel=1e-9)
 

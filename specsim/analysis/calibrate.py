@@ -646,11 +646,29 @@ def load_dataset(path: str) -> dict:
 
 
 def dataset_scenario(d: dict) -> Scenario:
-    return base_scenario(
+    sc = base_scenario(
         d["model"], d["gpu"], int(d["tp"]), dtype=d.get("dtype"), ctx=d.get("ctx"), batch=d.get("batch"),
         moe_kernel=d.get("moe_kernel"), graph=d.get("graph"), engine=d.get("engine_preset", "sglang"),
         engine_overrides=d.get("engine"), eager_allreduce=d.get("eager_allreduce"), name=d.get("name"),
     )
+    skew = dataset_routing_skew(d)
+    if skew is None or sc.target.moe is None or skew == sc.target.moe.routing_skew:
+        return sc
+    from .whatif import edit_scenario
+
+    return edit_scenario(sc, lambda data: data["target"]["moe"].update(routing_skew=skew))
+
+
+def dataset_routing_skew(d: dict) -> float | None:
+    """The routers' skew while the dataset was measured (``target.moe.routing_skew``): its own ``routing_skew``
+    field, else 0 for forwards that ``specsim measure`` timed (random weights route about uniformly; files written
+    before the field existed), else None (real weights: the model's prior)."""
+    if d.get("routing_skew") is not None:
+        return d["routing_skew"]
+    prov = d.get("provenance")
+    hw = prov.get("hardware") if isinstance(prov, dict) else None
+    tool = hw.get("tool") if isinstance(hw, dict) else None
+    return 0.0 if isinstance(tool, str) and tool.startswith("specsim measure") else None
 
 
 @dataclass

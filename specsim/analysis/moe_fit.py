@@ -66,6 +66,7 @@ def point_params(points: list[dict], engine: str = "sglang", gpu: str = "h200", 
         model, tp, *dtype = SHAPE_DEPLOYMENTS[pt["shape"]]
         p = scenario_params(build_scenario(model=model, gpu=gpu, tp=tp, engine=engine, batch=int(pt["M"]), ctx=512,
                                            dtype=dtype[0] if dtype else None))
+        p["routing_skew"] = 0.0  # the benchmark's routings are uniform random top-k (specsim.measure.gpu)
         p.update(overrides or {})
         out.append((pt, p))
     return out

@@ -227,18 +227,32 @@ def whatif_running_cap(scenario=None, *, to: int, **overrides) -> WhatIf:
     return compare(before, after, "running-cap", f"requests run at once: {was if was else 'no cap'} -> {to}")
 
 
-def whatif_routing(scenario=None, *, locality: float, **overrides) -> WhatIf:
-    """A MoE's verify tokens routed with locality ``locality`` (rho, ``target.moe.routing_locality``): each request's
-    k verify tokens read the distinct experts of 1 + rho (k - 1) independent tokens instead of k (rho = 1)."""
+def whatif_routing(scenario=None, *, locality: float | None = None, skew: float | None = None,
+                   **overrides) -> WhatIf:
+    """A MoE's routing changed: ``locality`` (rho, ``target.moe.routing_locality``: each request's k verify tokens
+    read the distinct experts of 1 + rho (k - 1) independent tokens) and/or ``skew`` (c, ``target.moe.routing_skew``:
+    the CV of the per-expert token share, so a batch's independent tokens hit fewer distinct experts)."""
     from ..io.checks import check_number
 
-    rho = check_number(locality, "locality", 0.0, 1.0)
+    if locality is None and skew is None:
+        raise SpecsimError("locality", None, "give --locality RHO in [0, 1] and/or --skew C in [0, 3]",
+                           show_value=False)
+    rho = None if locality is None else check_number(locality, "locality", 0.0, 1.0)
+    c = None if skew is None else check_number(skew, "skew", 0.0, 3.0)
     before = build_scenario(scenario, **overrides)
     if before.target.moe is None:
-        raise SpecsimError("locality", locality, f"{before.target.name} has no routed experts; allowed: a MoE model")
-    was = before.target.moe.routing_locality
-    after = edit_scenario(before, lambda d: d["target"]["moe"].update(routing_locality=rho))
-    return compare(before, after, "routing", f"routing locality of the verify tokens rho {was:g} -> {rho:g}")
+        field, value = ("locality", locality) if rho is not None else ("skew", skew)
+        raise SpecsimError(field, value, f"{before.target.name} has no routed experts; allowed: a MoE model")
+    moe = before.target.moe
+    edits, said = {}, []
+    if rho is not None:
+        edits["routing_locality"] = rho
+        said.append(f"routing locality of the verify tokens rho {moe.routing_locality:g} -> {rho:g}")
+    if c is not None:
+        edits["routing_skew"] = c
+        said.append(f"routing skew across experts c {moe.routing_skew:g} -> {c:g}")
+    after = edit_scenario(before, lambda d: d["target"]["moe"].update(edits))
+    return compare(before, after, "routing", "; ".join(said))
 
 
 def seed_nccl_tuning() -> WhatIf:

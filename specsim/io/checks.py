@@ -53,6 +53,8 @@ def check_dataset(d: object, name: str) -> dict:
             check_int(d[key], f"{f}: {key}", lo, hi)
     if d.get("baseline_tok_s") is not None:
         check_number(d["baseline_tok_s"], f"{f}: baseline_tok_s", 0.0, 1e9, lo_open=True)
+    if d.get("routing_skew") is not None:  # target.moe.routing_skew's range
+        check_number(d["routing_skew"], f"{f}: routing_skew", 0.0, 3.0)
     for key in ("name", "dtype", "moe_kernel", "engine_preset", "eager_allreduce"):
         if d.get(key) is not None and (not isinstance(d[key], str) or not d[key].strip()):
             raise SpecsimError(f"{f}: {key}", d[key], "allowed: a name (text)")

@@ -361,6 +361,8 @@ def measure_forward(
         "ctx": 2048 if 2048 in ctxs else ctxs[0],
         "graph": True,
         "engine_preset": "torch-graph",  # this harness's own engine preset: validate reads the forwards as it runs them
+        # random router weights route about uniformly: validate scores these forwards at c = 0 (target.moe.routing_skew)
+        "routing_skew": 0.0,
         "points": [],
         "eager_points": [],
         "skipped": [],

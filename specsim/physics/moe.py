@@ -10,24 +10,63 @@ from .numeric import ndim as _ndim
 from .numeric import scalars as _scalars
 from .numeric import where as _w
 
+#: c, the coefficient of variation of a real router's per-expert token share within a layer, for a model without a
+#: routing trace of its own: the median of the three public decode traces on real weights (Qwen3-30B-A3B 1.13,
+#: Qwen3-Next-80B-A3B 1.00, DeepSeek-R1 1.28; ``calibration/datasets/moe-routing-skew.json``, with their sources)
+ROUTING_SKEW_PRIOR = 1.13
 
-def expected_distinct_experts(num_experts, experts_per_token, n_tokens):
-    """E[distinct experts hit] by n tokens each routed to k of E experts, uniform routing.
 
-    Each expert is missed by one token with probability (1 - k/E), so
-    E[distinct] = E * (1 - (1 - k/E)^n): k for one token, tending to E for many.
-    Skewed (real) routing reads fewer; this is the upper bound a fused kernel pays.
+def expected_distinct_experts(num_experts, experts_per_token, n_tokens, skew=0.0):
+    """E[distinct experts hit] by n independent tokens each routed to k of E experts.
+
+    An expert that a token picks with probability p is missed by n tokens with probability (1 - p)^n.
+    Uniform routing (``skew`` 0) has p = k/E for every expert: E[distinct] = E (1 - (1 - k/E)^n), k for one
+    token, tending to E for many. Real routers favour some experts (``target.moe.routing_skew``, the
+    coefficient of variation c of p across a layer's experts): p ~ Beta with mean mu = k/E and CV c, whose
+    E[(1 - p)^n] = B(alpha, beta + n) / B(alpha, beta) with alpha + beta = nu = (1 - mu) / (c^2 mu) - 1, written
+    as (1 - mu) times the ratio for the other n - 1 tokens, so that one token reads exactly k (E[p] = mu) as
+    under uniform routing; a batch reads fewer than uniform, all E in the limit.
     """
-    if _scalars(num_experts, experts_per_token, n_tokens):  # one scenario: same formula on floats
+    if _scalars(num_experts, experts_per_token, n_tokens, skew):  # one scenario: the same formulas on floats
         e = float(num_experts)
-        return e * -math.expm1(float(n_tokens) * math.log1p(-min(float(experts_per_token) / e, 1.0 - 1e-15)))
+        mu = min(float(experts_per_token) / e, 1.0 - 1e-15)
+        nu = _beta_nu(mu, float(skew))
+        if nu is None:
+            return e * -math.expm1(float(n_tokens) * math.log1p(-mu))
+        b, n = (1.0 - mu) * nu, float(n_tokens)
+        rest = math.lgamma(b + n) - math.lgamma(b + 1.0) + math.lgamma(nu + 1.0) - math.lgamma(nu + n)
+        return e * -math.expm1(math.log1p(-mu) + rest)
     e = np.asarray(num_experts, dtype=float)
-    k = np.asarray(experts_per_token, dtype=float)
+    mu = np.minimum(np.asarray(experts_per_token, dtype=float) / e, 1.0 - 1e-15)
     n = np.asarray(n_tokens, dtype=float)
-    return e * -np.expm1(n * np.log1p(-np.minimum(k / e, 1.0 - 1e-15)))
+    uniform = e * -np.expm1(n * np.log1p(-mu))
+    c = np.asarray(skew, dtype=float)
+    if not np.any(c > 0):
+        return uniform
+    from scipy.special import gammaln  # only a skewed batch of scenarios needs it (CLI start-up stays light)
+
+    raw = (1.0 - mu) / np.maximum(c * c * mu, 1e-300) - 1.0
+    nu = np.clip(raw, MIN_BETA_NU, MAX_BETA_NU)
+    b = (1.0 - mu) * nu
+    rest = gammaln(b + n) - gammaln(b + 1.0) + gammaln(nu + 1.0) - gammaln(nu + n)
+    skewed = e * -np.expm1(np.log1p(-mu) + rest)
+    return np.where(raw <= MAX_BETA_NU, skewed, uniform)
 
 
-def experts_read(num_experts, experts_per_token, n_tokens, per_token_kernel, independent_tokens=None):
+#: the Beta's smallest alpha + beta: a CV near its bound sqrt((1 - mu) / mu) (every expert's p at 0 or 1) is held here
+MIN_BETA_NU = 1e-6
+#: above this alpha + beta (a CV of ~0.01 or less) the Beta is uniform routing to ~1e-6, and lgamma differences of
+#: such large arguments would lose more than that: the uniform formula is used
+MAX_BETA_NU = 1e6
+
+
+def _beta_nu(mu: float, c: float) -> float | None:
+    """alpha + beta of the Beta with mean ``mu`` and CV ``c``; None where the Beta is uniform routing (c ~ 0)."""
+    raw = (1.0 - mu) / max(c * c * mu, 1e-300) - 1.0
+    return None if raw > MAX_BETA_NU else max(raw, MIN_BETA_NU)
+
+
+def experts_read(num_experts, experts_per_token, n_tokens, per_token_kernel, independent_tokens=None, skew=0.0):
     """Expert weight reads per forward: distinct experts (fused grouped GEMM) or n*k (gathered).
 
     A fused kernel reads each distinct expert once: those of ``independent_tokens`` (default n) independent
@@ -35,8 +74,8 @@ def experts_read(num_experts, experts_per_token, n_tokens, per_token_kernel, ind
     every token's k experts whatever they share.
     """
     indep = n_tokens if independent_tokens is None else independent_tokens
-    fused = expected_distinct_experts(num_experts, experts_per_token, indep)
-    if _scalars(num_experts, experts_per_token, n_tokens, per_token_kernel, indep):
+    fused = expected_distinct_experts(num_experts, experts_per_token, indep, skew)
+    if _scalars(num_experts, experts_per_token, n_tokens, per_token_kernel, indep, skew):
         return float(n_tokens) * float(experts_per_token) if per_token_kernel else fused
     gathered = np.asarray(n_tokens, dtype=float) * np.asarray(experts_per_token, dtype=float)
     return np.where(np.asarray(per_token_kernel, dtype=bool), gathered, fused)

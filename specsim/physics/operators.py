@@ -488,10 +488,10 @@ def target_ops(p: Params, tokens_per_request, batch=None, ctx=None, graph=None, 
     # a gathered kernel reads every routed token's experts whatever they share
     independent = routed if independent_tokens is None else _num(independent_tokens)
     per_token = p["moe_per_token_kernel"] > 0
-    reads = experts_read(E, k, routed, p["moe_per_token_kernel"], independent)
+    reads = experts_read(E, k, routed, p["moe_per_token_kernel"], independent, p["routing_skew"])
     # a gathered kernel that materialises per-token weight copies (HF batched_mm) moves them several times
     reads = reads * _where(per_token, p["per_token_traffic_factor"], 1.0)
-    active = _where(per_token, n * k, expected_distinct_experts(E, k, independent))
+    active = _where(per_token, n * k, expected_distinct_experts(E, k, independent, p["routing_skew"]))
     br, fr = s["br"], s["fr"]
     n_sh = s["n_sh"]
     reads = reads + s["shared_reads"]  # the shared experts' weights, in routed-expert widths

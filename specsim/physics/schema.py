@@ -14,6 +14,7 @@ from typing import Annotated, Literal
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationInfo, field_validator, model_validator
 
 from .methods import AllReduceMethods, EngineMethods, GPUMethods
+from .moe import ROUTING_SKEW_PRIOR
 from .rules import (  # noqa: F401  (DTYPE_BYTES, MAX_ALLREDUCE_CHAIN, draft_tokens_for: re-exported)
     CAPTURE_SIZES,
     DTYPE_BYTES,
@@ -308,6 +309,12 @@ class MoE(_Model):
         "independent of each other). 1 (the prior): every token independent and uniform, the distinct-experts formula; "
         "0: a request's tokens all pick the same experts. Public counts on real text give 0.44-0.8 "
         "(models/notes/moe_routing_locality.md); routers with random weights, as in measured synthetic forwards, are 1")
+    routing_skew: float = Field(
+        ROUTING_SKEW_PRIOR, ge=0.0, le=3.0, description="c (dimensionless): the coefficient of variation of the "
+        "router's per-expert token share within a layer; independent tokens (a batch's requests) then hit fewer "
+        "distinct experts than uniform routing (one token still reads k, many read all E). Prior 1.13: the median "
+        "of public decode traces on real weights (calibration/datasets/moe-routing-skew.json); 0: uniform, as "
+        "routers with random weights route in measured synthetic forwards and kernel benchmarks")
 
     @model_validator(mode="after")
     def _k_le_e(self) -> MoE:

@@ -130,6 +130,9 @@ StopStringsOpt = typer.Option(None, "--stop-strings/--no-stop-strings", help="re
 MaxRunningOpt = typer.Option(None, "--max-running-requests", help="the launch's cap on requests run at once "
                              "(SGLang's flag of that name); batch past it waits in the queue (default: the engine "
                              "preset's; SGLang runs 48 at once with speculation on)")
+RoutingSkewOpt = typer.Option(None, "--routing-skew", help="a MoE router's skew across its experts: the CV of an "
+                              "expert's token share, in [0, 3] (default: the prior 1.13 from public decode traces; "
+                              "0: uniform; `specsim routing` reads yours from SGLang's expert counts)")
 JsonOpt = typer.Option(False, "--json", help="print one JSON object instead of text")
 
 _DEPLOYMENT = (  # (parameter, type, option): one definition, reused by every planning command
@@ -140,6 +143,7 @@ _DEPLOYMENT = (  # (parameter, type, option): one definition, reused by every pl
     ("accept", float | None, AcceptOpt), ("accept_rates", str | None, AcceptRatesOpt),
     ("profile", str | None, ProfileOpt), ("graph_max", int | None, GraphMaxOpt),
     ("stop_strings", bool | None, StopStringsOpt), ("max_running_requests", int | None, MaxRunningOpt),
+    ("routing_skew", float | None, RoutingSkewOpt),
 )
 
 
@@ -620,6 +624,46 @@ def ingest(
         typer.echo("per-position conditional acceptance: " + ", ".join(f"{r:.3f}" for r in rates))
     typer.echo(f"formats: {res.formats}; lines: {res.lines_total} read, {res.lines_skipped} skipped (corrupt), "
                f"{res.lines_ignored} unrelated, {res.lines_idle} idle/warm-up decode lines dropped")
+
+
+@app.command()
+def routing(
+    files: list[str] = typer.Argument(..., help="expert counts: SGLang's expert-distribution CSV dumps "
+                                      "(layer_id,expert_id,count; one per rank adds up) or JSON per-layer counts"),
+    model: str | None = typer.Option(None, "--model", help="MoE model preset or config.json: its experts and top-k"),
+    num_experts: int | None = typer.Option(None, "--num-experts", help="routed experts per layer (instead of --model)"),
+    top_k: int | None = typer.Option(None, "--top-k", help="experts each token picks (instead of --model)"),
+    fmt: Fmt = typer.Option(Fmt.text, "--format", help="text, markdown (md) or json"),
+    as_json: bool = JsonOpt,
+) -> None:
+    """Measure a MoE router's skew across its experts from the engine's expert counts (--routing-skew).
+
+    Example: specsim routing expert_distribution_rank0_timestamp1744347750.csv --model qwen3-30b-a3b
+    """
+    from .analysis.routing import fit_routing
+    from .io.expert_counts import read_expert_counts
+
+    want_json = _json_out(fmt, as_json)
+    e, k = num_experts, top_k
+    for name, v in (("num-experts", e), ("top-k", k)):
+        if v is not None and not 1 <= v <= 65536:
+            _fail(f"{name}: got {v}; allowed: an integer in [1, 65536]")
+    if model is not None:
+        if e is not None or k is not None:
+            _fail("model: give --model or --num-experts/--top-k, not both")
+        from .io.presets import get_model
+
+        target, _ = get_model(model)
+        if target.moe is None:
+            _fail(f"model: got {model!r}; {target.name} has no routed experts; allowed: a MoE model")
+        e, k = target.moe.num_experts, target.moe.experts_per_token
+    fit = fit_routing(read_expert_counts(files), e, k)
+    if want_json:
+        _emit(fit.to_dict())
+        return
+    from .output.render import routing_text
+
+    typer.echo(routing_text(fit, markdown=fmt.value in ("markdown", "md")))
 
 
 def _float_list(text: str | None, field: str) -> list[float] | None:

@@ -137,3 +137,92 @@ def test_whatif_routing_skew_cli(run_cli):
         code, out, err = run_cli("whatif", "routing", *args)
         assert code == 2 and err.startswith(f"error: {field}") and "Traceback" not in err and not out
         assert len(err.strip().splitlines()) == 1
+
+
+# ---- specsim routing: the skew read from an engine's expert counts ----
+
+def _beta_counts(e: int, k: int, tokens: int, c: float) -> list[int]:
+    """Exact per-expert counts of a router whose shares are the Beta(mean k/E, CV c) quantiles (no sampling)."""
+    from scipy.stats import beta
+
+    mu = k / e
+    nu = (1 - mu) / (c * c * mu) - 1
+    p = beta.ppf((np.arange(e) + 0.5) / e, mu * nu, (1 - mu) * nu)
+    p = p * (k / p.sum())
+    return [int(round(x)) for x in np.minimum(p, 1.0) * tokens]
+
+
+def _write_csv(path, layers: dict[int, list[int]], extra: str = "") -> None:
+    rows = ["layer_id,expert_id,count"] + [f"{lid},{i},{n}" for lid, counts in layers.items()
+                                            for i, n in enumerate(counts) if n]
+    path.write_text("\n".join(rows) + "\n" + extra, encoding="utf-8")
+
+
+@pytest.mark.parametrize("c", [0.5, 1.0, 1.4])
+def test_routing_reads_back_the_skew_of_known_counts(tmp_path, run_cli, c):
+    f = tmp_path / "expert_distribution_rank0_timestamp1.csv"
+    _write_csv(f, {lid: _beta_counts(128, 8, 200_000, c) for lid in (1, 2, 3)}, extra="not,a,row\n1,2,-3\n\n")
+    code, out, err = run_cli("routing", str(f), "--model", "qwen3-30b-a3b", "--json")
+    assert code == 0, err
+    d = json.loads(out)
+    assert d["routing_skew"] == pytest.approx(c, abs=0.06) and d["cv_per_layer"]["median"] == pytest.approx(c, abs=0.06)
+    assert d["num_experts"] == 128 and d["experts_per_token"] == 8 and d["layers"] == 3
+    assert d["rows_skipped"] == 2 and d["fit_max_error_pct"] < 3 and not d["warnings"]
+    assert d["tokens_per_layer"] == pytest.approx(200_000, rel=0.01)
+    # one dump per TP rank counts the same routing on each: the files add up, the shares (and c) stay
+    g = tmp_path / "expert_distribution_rank1_timestamp1.csv"
+    g.write_bytes(f.read_bytes())
+    code, out2, _ = run_cli("routing", str(f), str(g), "--num-experts", "128", "--top-k", "8", "--json")
+    assert code == 0 and json.loads(out2)["routing_skew"] == pytest.approx(d["routing_skew"], abs=1e-6)
+    assert json.loads(out2)["tokens_per_layer"] == pytest.approx(2 * d["tokens_per_layer"])
+
+
+def test_routing_text_json_heat_format_and_a_noisy_dump(tmp_path, run_cli):
+    f = tmp_path / "trace.json"
+    f.write_text(json.dumps({"k": 4, "n_expert_per_layer": 64,
+                             "layers": [{"layer": 0, "heat": _beta_counts(64, 4, 50_000, 0.8)}]}), encoding="utf-8")
+    code, out, err = run_cli("routing", str(f))
+    assert code == 0, err
+    assert "routing skew c = 0.79" in out or "routing skew c = 0.80" in out
+    assert "use --routing-skew 0.8" in out and "64 experts, top-4" in out
+    thin = tmp_path / "thin.csv"
+    _write_csv(thin, {0: _beta_counts(64, 4, 200, 0.8)})
+    code, out, _ = run_cli("routing", str(thin), "--model", "glm-4.7-flash")
+    assert code == 0 and "warning:" in out and "counting noise" in out  # 12.5 counts an expert
+
+
+@pytest.mark.parametrize("args,field", [
+    (("--top-k", "8"), "expert counts"),  # a directory
+    ((), "top-k"),  # k unknown
+    (("--model", "llama-3.1-8b"), "model"),
+    (("--model", "qwen3-30b-a3b", "--top-k", "8"), "model"),
+    (("--num-experts", "16", "--top-k", "8"), "num-experts"),
+    (("--top-k", "0"), "top-k"),
+])
+def test_routing_bad_input_is_one_line(tmp_path, run_cli, args, field):
+    f = tmp_path / "d.csv"
+    _write_csv(f, {0: _beta_counts(128, 8, 10_000, 1.0)})
+    target = str(tmp_path) if field == "expert counts" else str(f)
+    code, out, err = run_cli("routing", target, *args)
+    assert code == 2 and not out and err.startswith(f"error: {field}") and len(err.strip().splitlines()) == 1
+    bad = tmp_path / "bad.csv"
+    bad.write_text("layer,expert,n\n0,1,2\n", encoding="utf-8")
+    code, _, err = run_cli("routing", str(bad), "--top-k", "2")
+    assert code == 2 and "layer_id,expert_id,count" in err
+
+
+def test_routing_skew_deployment_flag(run_cli):
+    base = ("predict", "--model", "glm-4.7-flash", "--gpu", "h200", "--batch", "32", "--accept", "2.5", "--json")
+    step = {}
+    for c in ("0", "1.13", "2"):
+        code, out, err = run_cli(*base, "--routing-skew", c)
+        assert code == 0, err
+        step[c] = json.loads(out)["baseline_step_ms"]
+    code, out, _ = run_cli(*base)
+    assert json.loads(out)["baseline_step_ms"] == pytest.approx(step["1.13"], rel=1e-12)  # the prior is the default
+    assert step["0"] > step["1.13"] > step["2"]  # a more skewed router: fewer distinct experts a batch
+    for flag, value in (("--routing-skew", "3.5"), ("--routing-skew", "nan")):
+        code, out, err = run_cli(*base, flag, value)
+        assert code == 2 and err.startswith("error: routing-skew") and not out
+    code, _, err = run_cli("predict", "--model", "llama-3.1-8b", "--routing-skew", "1")
+    assert code == 2 and "no routed experts" in err

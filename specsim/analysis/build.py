@@ -278,7 +278,7 @@ def fresh_scenario(model: str, gpu: str, tp: int, engine: str | None = None, *, 
 OVERRIDE_KINDS = {"model": "name", "gpu": "name", "tp": "int", "steps": "int", "topk": "int", "draft_tokens": "int",
                   "accept": "number", "accept_rates": "numbers", "batch": "int", "ctx": "int", "engine": "name",
                   "dtype": "name", "profile": "name", "graph_max": "int", "stop_strings": "bool",
-                  "max_running_requests": "int"}
+                  "max_running_requests": "int", "routing_skew": "number"}
 _KIND_ALLOWED = {"name": "allowed: a name (a string)", "int": "allowed: an integer", "number": "allowed: a finite number",
                  "numbers": f"allowed: a list of at most {MAX_LIST} finite numbers", "bool": "allowed: True or False"}
 
@@ -359,6 +359,7 @@ def build_scenario(
     graph_max: int | None = None,
     stop_strings: bool | None = None,
     max_running_requests: int | None = None,
+    routing_skew: float | None = None,
     **unknown,
 ) -> Scenario:
     """A base scenario (name, file or object; default ``kimi-k2.5-seed``) with overrides applied.
@@ -373,6 +374,8 @@ def build_scenario(
     ``max_running_requests``: the launch's cap on requests run at once, speculation on or off
     (SGLang's ``--max-running-requests``): it replaces the engine's speculative default (48 in
     SGLang); batch past it waits in the queue.
+    ``routing_skew``: a MoE target's router skew across its experts (``target.moe.routing_skew``, the CV of an
+    expert's token share: ``specsim routing`` reads it from the engine's expert counts); a dense model refuses it.
 
     The one override policy of every command:
 
@@ -396,11 +399,11 @@ def build_scenario(
     check_scenario_arg(scenario)
     check_overrides(unknown)  # a misspelt keyword: named, with the nearest known one
     (model, gpu, tp, steps, topk, draft_tokens, accept, accept_rates, batch, ctx, engine, dtype, profile, graph_max,
-     stop_strings, max_running_requests) = check_overrides({
+     stop_strings, max_running_requests, routing_skew) = check_overrides({
         "model": model, "gpu": gpu, "tp": tp, "steps": steps, "topk": topk, "draft_tokens": draft_tokens,
         "accept": accept, "accept_rates": accept_rates, "batch": batch, "ctx": ctx, "engine": engine, "dtype": dtype,
         "profile": profile, "graph_max": graph_max, "stop_strings": stop_strings,
-        "max_running_requests": max_running_requests}).values()
+        "max_running_requests": max_running_requests, "routing_skew": routing_skew}).values()
     sc = scenario if isinstance(scenario, Scenario) else load_scenario(scenario)
     _check_deployment_limits(batch=batch, ctx=ctx, tp=tp, steps=steps, topk=topk, draft_tokens=draft_tokens)
     if gpu is not None and model is None and engine is None:
@@ -457,7 +460,7 @@ def build_scenario(
         # the same deployment: components no override touches are kept as the validated objects they are (pydantic
         # does not validate a model instance again); the rest are plain data to change
         same = (gpu is None and tp is None and dtype is None and graph_max is None and max_running_requests is None
-                and not redeployed)
+                and routing_skew is None and not redeployed)
         kept = {"gpu", "target", "draft", "engine", "parallel"} if same else set()
         data = sc.model_dump(exclude=kept)
         data.update({k: getattr(sc, k) for k in kept})
@@ -478,6 +481,8 @@ def build_scenario(
     if dtype is not None:
         apply_dtype(data["target"], dtype)
         data["name"] = f"{data['name']}+dtype={dtype}"
+    if routing_skew is not None:
+        _apply_routing_skew(data["target"], routing_skew)
     if isinstance(data["target"], dict):  # (kept as validated objects, the deployment's TP was checked when built)
         check_tp(data["parallel"]["tp"], data["target"]["attention"]["num_heads"], data["draft"]["num_heads"])
     _apply_run_overrides(data, notes, fresh_acceptance, lambda d: scenario_from_dict(d, "scenario"), steps=steps, topk=topk,
@@ -648,6 +653,16 @@ def _apply_run_overrides(data: dict, notes: list[str], fresh_acceptance: bool, m
         max_running_requests = check_running_cap(max_running_requests)
         data["engine"]["max_running_requests"] = max_running_requests
         data["engine"].setdefault("sources", {})["max_running_requests"] = f"--max-running-requests {max_running_requests} (user)"
+
+
+def _apply_routing_skew(target: dict, skew: float) -> None:
+    """``target.moe.routing_skew`` = ``skew`` on a target's plain data (checked: a MoE, c in [0, 3])."""
+    from ..io.checks import check_number
+
+    c = check_number(skew, "routing-skew", 0.0, 3.0)
+    if target.get("moe") is None:
+        raise SpecsimError("routing-skew", skew, f"{target['name']} has no routed experts; allowed: a MoE model")
+    target["moe"]["routing_skew"] = c
 
 
 def _model_key(sc: Scenario) -> str | None:

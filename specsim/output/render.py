@@ -374,3 +374,21 @@ def ingest_summary_text(summary: list[dict]) -> str:
     for r, text in rates:
         out += f"\nper-position rates ({r.get('source')}, steps {r.get('steps')}): {text}"
     return fit_width(out)
+
+
+def routing_text(fit, markdown: bool = False) -> str:
+    """``specsim routing``: the router's skew read from expert counts, the distinct-experts curve behind it."""
+    rows = [[c["tokens"], f"{c['from_counts']:.1f}", f"{c['uniform']:.1f}", f"{c['modeled']:.1f}",
+             f"{100 * (c['modeled'] / c['from_counts'] - 1):+.1f}" if c["used_in_fit"] else "-"] for c in fit.curve]
+    headers = ["tokens", "distinct experts (counts)", "uniform routing", f"modeled at c = {fit.routing_skew:.2f}",
+               "error %"]
+    head = (f"router of {fit.num_experts} experts, top-{fit.experts_per_token} (measured): {fit.layers} MoE layers, "
+            f"{fit.tokens_per_layer:,.0f} tokens counted a layer ({fit.mean_count_per_expert:,.0f} per expert, "
+            f"counting noise CV {fit.noise_cv:.3f})")
+    body = (f"per-layer CV of an expert's share (noise removed): median {fit.cv_median:.3f}, "
+            f"{fit.cv_min:.3f}-{fit.cv_max:.3f}\n"
+            f"routing skew c = {fit.routing_skew:.3f} (the prior is {fit.to_dict()['prior']:g}): fits the curve within "
+            f"{fit.fit_max_error_pct:.1f} %; use --routing-skew {fit.routing_skew:.2f}")
+    table = table_markdown(headers, rows) if markdown else table_text(headers, rows)
+    tail = f"files: {len(fit.files)}; rows: {fit.rows_read} read, {fit.rows_skipped} skipped (malformed)"
+    return "\n".join([head, table, body, *[f"warning: {w}" for w in fit.warnings], tail])

@@ -644,10 +644,12 @@ def routing(
     from .io.expert_counts import read_expert_counts
 
     want_json = _json_out(fmt, as_json)
+    from .io.checks import check_int
+
     e, k = num_experts, top_k
     for name, v in (("num-experts", e), ("top-k", k)):
-        if v is not None and not 1 <= v <= 65536:
-            _fail(f"{name}: got {v}; allowed: an integer in [1, 65536]")
+        if v is not None:
+            check_int(v, name, 1, 65536)  # target.moe's range
     if model is not None:
         if e is not None or k is not None:
             _fail("model: give --model or --num-experts/--top-k, not both")
@@ -655,7 +657,9 @@ def routing(
 
         target, _ = get_model(model)
         if target.moe is None:
-            _fail(f"model: got {model!r}; {target.name} has no routed experts; allowed: a MoE model")
+            from .analysis.build import no_routed_experts
+
+            raise no_routed_experts("model", model, target.name)
         e, k = target.moe.num_experts, target.moe.experts_per_token
     fit = fit_routing(read_expert_counts(files), e, k)
     if want_json:

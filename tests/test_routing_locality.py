@@ -8,7 +8,7 @@ from specsim.analysis.build import build_scenario
 from specsim.analysis.predict import predict
 from specsim.analysis.whatif import edit_scenario, whatif_routing
 from specsim.errors import SpecsimError
-from specsim.physics.moe import expected_distinct_experts
+from specsim.physics.moe import expected_distinct_experts, routing_skew_of
 from specsim.physics.operators import target_ops
 from specsim.physics.params import scenario_params
 
@@ -51,7 +51,7 @@ def test_at_zero_locality_a_verify_reads_the_experts_of_a_decode():
     assert _expert_weight_bytes(verify) == pytest.approx(_expert_weight_bytes(decode), rel=1e-12)
     E, k = sc.target.moe.num_experts, sc.target.moe.experts_per_token
     full = target_ops(p, ndt, batch=b, routed_tokens=b * ndt, verify=True)  # rho = 1: the distinct-experts formula
-    c = sc.target.moe.routing_skew  # skew across experts (the prior) acts on verify and decode alike
+    c = routing_skew_of(sc.target.moe)  # skew across experts (the prior) acts on verify and decode alike
     ratio = expected_distinct_experts(E, k, b * ndt, c) / expected_distinct_experts(E, k, b, c)
     assert sc.target.moe.num_shared_experts == 0  # so every expert byte is a routed one
     assert _expert_weight_bytes(full) / _expert_weight_bytes(decode) == pytest.approx(ratio, rel=1e-9)

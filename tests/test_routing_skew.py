@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from specsim.errors import SpecsimError
 from specsim.io.presets import data_root
-from specsim.physics.moe import ROUTING_SKEW_PRIOR, expected_distinct_experts
+from specsim.physics.moe import ROUTING_SKEW_PRIOR, expected_distinct_experts, max_routing_skew, routing_skew_of
 
 
 def _dataset(name: str) -> dict:
@@ -110,7 +110,7 @@ def test_measured_forwards_of_random_routers_score_uniform():
     stated = dict(d, routing_skew=0.4)
     assert dataset_scenario(stated).target.moe.routing_skew == 0.4
     real = {k: v for k, v in d.items() if k != "provenance"}  # no measure tool named: real weights, the prior
-    assert dataset_scenario(real).target.moe.routing_skew == ROUTING_SKEW_PRIOR
+    assert routing_skew_of(dataset_scenario(real).target.moe) == ROUTING_SKEW_PRIOR
 
 
 def test_dataset_routing_skew_is_checked(tmp_path):
@@ -226,3 +226,45 @@ def test_routing_skew_deployment_flag(run_cli):
         assert code == 2 and err.startswith("error: routing-skew") and not out
     code, _, err = run_cli("predict", "--model", "llama-3.1-8b", "--routing-skew", "1")
     assert code == 2 and "no routed experts" in err
+
+
+def test_the_prior_covers_fine_grained_routers_and_a_router_caps_its_skew(run_cli):
+    """The traces are of 128-512 experts: a MoE from 64 experts takes the prior, a coarser one (Mixtral's 8) stays
+    uniform until measured; no router takes a c beyond sqrt((E - k) / k), where every expert is taken by all or none."""
+    from specsim.analysis.build import build_scenario
+
+    mixtral = "tests/fixtures/hf/mixtral-8x7b-instruct/config.json"
+    assert routing_skew_of(build_scenario(model="glm-4.7-flash").target.moe) == ROUTING_SKEW_PRIOR
+    assert routing_skew_of(build_scenario(model=mixtral, gpu="h100", tp=2).target.moe) == 0.0
+    assert max_routing_skew(8, 2) == pytest.approx(3 ** 0.5) and max_routing_skew(384, 8) == 3.0
+    assert expected_distinct_experts(8, 2, 64, max_routing_skew(8, 2)) == pytest.approx(2.0, rel=1e-3)
+    for args in (("predict", "--model", mixtral, "--gpu", "h100", "--tp", "2", "--routing-skew", "2"),
+                 ("whatif", "routing", "--model", mixtral, "--gpu", "h100", "--tp", "2", "--skew", "1.8")):
+        code, out, err = run_cli(*args)
+        assert code == 2 and not out and "at most 1.73 for 8 experts, top-2" in err and len(err.splitlines()) == 1
+    code, out, err = run_cli("predict", "--model", mixtral, "--gpu", "h100", "--tp", "2", "--routing-skew", "1.7",
+                             "--json")
+    assert code == 0, err
+
+
+@pytest.mark.parametrize("body,args,needle", [
+    ("layer_id,expert_id,count\n0,0,0\n0,1,0\n", ("--model", "qwen3-30b-a3b"), "error: expert counts: no routed token"),
+    ("layer_id,expert_id,count\n0,0,5\n0,1,3\n0,2,3\n", ("--model", "qwen3-30b-a3b"), "error: top-k: got 8"),
+])
+def test_routing_counts_that_cannot_be_a_router(tmp_path, run_cli, body, args, needle):
+    f = tmp_path / "c.csv"
+    f.write_text(body, encoding="utf-8")
+    code, out, err = run_cli("routing", str(f), *args)
+    assert code == 2 and not out and err.startswith(needle) and len(err.strip().splitlines()) == 1
+
+
+def test_routing_reads_a_spreadsheet_csv_and_skips_odd_digits(tmp_path, run_cli):
+    f = tmp_path / "c.csv"
+    rows = "\r\n".join(f"0,{i},{n}" for i, n in enumerate(_beta_counts(64, 4, 20_000, 1.0)) if n)
+    f.write_bytes(("\ufefflayer_id,expert_id,count\r\n" + rows + "\r\n0,1,\u00b2\r\n").encode("utf-8"))
+    code, out, err = run_cli("routing", str(f), "--model", "glm-4.7-flash", "--json")
+    assert code == 0, err
+    d = json.loads(out)
+    assert d["rows_skipped"] == 1 and d["routing_skew"] == pytest.approx(1.0, abs=0.06) and d["prior"] == 1.13
+    code, out, _ = run_cli("routing", str(f), "--num-experts", "64", "--top-k", "4", "--json")
+    assert json.loads(out)["routing_skew"] == pytest.approx(d["routing_skew"])

@@ -656,13 +656,18 @@ def _apply_run_overrides(data: dict, notes: list[str], fresh_acceptance: bool, m
 
 
 def _apply_routing_skew(target: dict, skew: float) -> None:
-    """``target.moe.routing_skew`` = ``skew`` on a target's plain data (checked: a MoE, c in [0, 3])."""
-    from ..io.checks import check_number
+    """``target.moe.routing_skew`` = ``skew`` on a target's plain data (checked: a MoE, a c its router can have)."""
+    from ..physics.moe import check_routing_skew
 
-    c = check_number(skew, "routing-skew", 0.0, 3.0)
-    if target.get("moe") is None:
-        raise SpecsimError("routing-skew", skew, f"{target['name']} has no routed experts; allowed: a MoE model")
-    target["moe"]["routing_skew"] = c
+    moe = target.get("moe")
+    if moe is None:
+        raise no_routed_experts("routing-skew", skew, target["name"])
+    moe["routing_skew"] = check_routing_skew(skew, moe["num_experts"], moe["experts_per_token"], "routing-skew")
+
+
+def no_routed_experts(field: str, value, model_name: str) -> SpecsimError:
+    """The one error of a routing option given for a dense model."""
+    return SpecsimError(field, value, f"{model_name} has no routed experts; allowed: a MoE model")
 
 
 def _model_key(sc: Scenario) -> str | None:

@@ -652,7 +652,7 @@ def dataset_scenario(d: dict) -> Scenario:
         engine_overrides=d.get("engine"), eager_allreduce=d.get("eager_allreduce"), name=d.get("name"),
     )
     skew = dataset_routing_skew(d)
-    if skew is None or sc.target.moe is None or skew == sc.target.moe.routing_skew:
+    if skew is None or sc.target.moe is None or skew == sc.target.moe.routing_skew:  # (None: its prior)
         return sc
     from .whatif import edit_scenario
 

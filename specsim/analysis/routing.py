@@ -15,7 +15,7 @@ import numpy as np
 
 from ..errors import SpecsimError
 from ..io.expert_counts import ExpertCounts
-from ..physics.moe import ROUTING_SKEW_PRIOR, expected_distinct_experts
+from ..physics.moe import PRIOR_MIN_EXPERTS, ROUTING_SKEW_PRIOR, expected_distinct_experts, max_routing_skew
 
 #: the token counts the curve is compared at (a decode batch up to a large verify)
 CURVE_TOKENS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)
@@ -49,7 +49,8 @@ class RoutingFit:
                 "tokens_per_layer": self.tokens_per_layer, "mean_count_per_expert": self.mean_count_per_expert,
                 "noise_cv": self.noise_cv, "cv_per_layer": {"median": self.cv_median, "min": self.cv_min,
                                                             "max": self.cv_max},
-                "routing_skew": self.routing_skew, "prior": ROUTING_SKEW_PRIOR,
+                "routing_skew": self.routing_skew,
+                "prior": ROUTING_SKEW_PRIOR if self.num_experts >= PRIOR_MIN_EXPERTS else 0.0,
                 "distinct_experts_vs_tokens": self.curve, "fit_max_error_pct": self.fit_max_error_pct,
                 "files": self.files, "rows_read": self.rows_read, "rows_skipped": self.rows_skipped,
                 "warnings": self.warnings}
@@ -87,6 +88,11 @@ def fit_routing(data: ExpertCounts, num_experts: int | None = None, experts_per_
     ns = np.asarray(CURVE_TOKENS, dtype=float)
     for lid in layers:
         p, t = _layer_shares(data.layers[lid], e, k)
+        top = max(data.layers[lid].values())
+        if top > t * (1 + 1e-9):
+            raise SpecsimError("top-k", k, f"layer {lid}: expert {max(data.layers[lid], key=data.layers[lid].get)} "
+                               f"counts {top:,} picks of {t:,.0f} tokens (its counts / k); each token picks an expert "
+                               "at most once, so the router picks fewer experts a token: give its own --top-k")
         m = t * mu  # mean count per expert
         raw = float(p.std() / p.mean())
         cvs.append(float(np.sqrt(max(raw * raw - (1.0 - mu) / m, 0.0))))
@@ -122,5 +128,5 @@ def _fit_c(e: int, k: int, ns: np.ndarray, measured: np.ndarray) -> float:
         d = np.asarray(expected_distinct_experts(float(e), float(k), ns, np.full(ns.shape, c)), dtype=float)
         return float(np.sum((np.log(d) - target) ** 2))
 
-    res = minimize_scalar(loss, bounds=(0.0, 3.0), method="bounded", options={"xatol": 1e-4})
+    res = minimize_scalar(loss, bounds=(0.0, max_routing_skew(e, k)), method="bounded", options={"xatol": 1e-4})
     return float(res.x) if loss(float(res.x)) <= loss(0.0) else 0.0

@@ -237,20 +237,25 @@ def whatif_routing(scenario=None, *, locality: float | None = None, skew: float 
     if locality is None and skew is None:
         raise SpecsimError("locality", None, "give --locality RHO in [0, 1] and/or --skew C in [0, 3]",
                            show_value=False)
+    from ..physics.moe import ROUTING_SKEW_MAX, check_routing_skew, routing_skew_of
+    from .build import no_routed_experts
+
     rho = None if locality is None else check_number(locality, "locality", 0.0, 1.0)
-    c = None if skew is None else check_number(skew, "skew", 0.0, 3.0)
+    if skew is not None:
+        check_number(skew, "skew", 0.0, ROUTING_SKEW_MAX)
     before = build_scenario(scenario, **overrides)
     if before.target.moe is None:
         field, value = ("locality", locality) if rho is not None else ("skew", skew)
-        raise SpecsimError(field, value, f"{before.target.name} has no routed experts; allowed: a MoE model")
+        raise no_routed_experts(field, value, before.target.name)
     moe = before.target.moe
+    c = None if skew is None else check_routing_skew(skew, moe.num_experts, moe.experts_per_token, "skew")
     edits, said = {}, []
     if rho is not None:
         edits["routing_locality"] = rho
         said.append(f"routing locality of the verify tokens rho {moe.routing_locality:g} -> {rho:g}")
     if c is not None:
         edits["routing_skew"] = c
-        said.append(f"routing skew across experts c {moe.routing_skew:g} -> {c:g}")
+        said.append(f"routing skew across experts c {routing_skew_of(moe):g} -> {c:g}")
     after = edit_scenario(before, lambda d: d["target"]["moe"].update(edits))
     return compare(before, after, "routing", "; ".join(said))
 

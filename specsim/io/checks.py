@@ -54,7 +54,9 @@ def check_dataset(d: object, name: str) -> dict:
     if d.get("baseline_tok_s") is not None:
         check_number(d["baseline_tok_s"], f"{f}: baseline_tok_s", 0.0, 1e9, lo_open=True)
     if d.get("routing_skew") is not None:  # target.moe.routing_skew's range
-        check_number(d["routing_skew"], f"{f}: routing_skew", 0.0, 3.0)
+        from ..physics.moe import ROUTING_SKEW_MAX
+
+        check_number(d["routing_skew"], f"{f}: routing_skew", 0.0, ROUTING_SKEW_MAX)
     for key in ("name", "dtype", "moe_kernel", "engine_preset", "eager_allreduce"):
         if d.get(key) is not None and (not isinstance(d[key], str) or not d[key].strip()):
             raise SpecsimError(f"{f}: {key}", d[key], "allowed: a name (text)")

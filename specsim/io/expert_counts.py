@@ -18,6 +18,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ..errors import SpecsimError
+from .args import _INT_TOKEN_RE
+from .checks import check_int
 from .safe_read import LONG_LINE, MAX_JSON_BYTES, iter_lines, read_json_file
 
 CSV_HEADER = ("layer_id", "expert_id", "count")
@@ -25,6 +27,7 @@ MAX_LAYERS = 4096  # MoE layers of one model (the largest today have ~100)
 MAX_EXPERT_ID = 65_535  # target.moe.num_experts <= 65536
 MAX_COUNT = 10**15  # tokens routed to one expert: beyond any real dump
 MAX_FILES = 256
+MAX_ENTRIES = 4_000_000  # (layer, expert) counts held (~100 layers x 512 experts today): memory stays bounded
 
 
 @dataclass
@@ -39,8 +42,15 @@ class ExpertCounts:
     rows_read: int = 0
     rows_skipped: int = 0
 
+    entries: int = 0
+
     def add(self, layer: int, expert: int, count: int) -> None:
         per = self.layers.setdefault(layer, {})
+        if expert not in per:
+            self.entries += 1
+            if self.entries > MAX_ENTRIES:
+                raise SpecsimError("expert counts", f"{self.entries} (layer, expert) entries",
+                                   f"allowed: at most {MAX_ENTRIES:,}", show_value=False)
         per[expert] = per.get(expert, 0) + count
         if len(self.layers) > MAX_LAYERS:
             raise SpecsimError("expert counts", f"{len(self.layers)} layers", f"allowed: at most {MAX_LAYERS} MoE layers",
@@ -49,7 +59,7 @@ class ExpertCounts:
 
 def _int_in(text: str, lo: int, hi: int) -> int | None:
     t = text.strip()
-    if not t or len(t) > 20 or not (t.isdigit() or t[0] in "+-" and t[1:].isdigit()):
+    if len(t) > 20 or not _INT_TOKEN_RE.fullmatch(t):  # ASCII digits only ('²' is a digit to str.isdigit)
         return None
     v = int(t)
     return v if lo <= v <= hi else None
@@ -66,6 +76,7 @@ def _read_csv(path: str, out: ExpertCounts) -> None:
                 continue
             parts = line.split(",")
             if not header_seen:
+                parts[0] = parts[0].lstrip("\ufeff")  # a byte-order mark (a spreadsheet's save)
                 if tuple(p.strip() for p in parts) != CSV_HEADER:
                     raise SpecsimError(f"expert counts {path}", line[:60], "allowed: SGLang's expert-distribution CSV "
                                        "(header layer_id,expert_id,count) or a JSON file of per-layer counts")
@@ -102,10 +113,7 @@ def _read_json(path: str, out: ExpertCounts) -> None:
     for key, name in (("num_experts", "num_experts"), ("n_expert_per_layer", "num_experts"),
                       ("experts_per_token", "experts_per_token"), ("k", "experts_per_token")):
         if d.get(key) is not None:
-            v = _int_in(str(d[key]), 1, MAX_EXPERT_ID + 1) if not isinstance(d[key], bool) else None
-            if v is None:
-                raise SpecsimError(f"{f}: {key}", d[key], f"allowed: an integer in [1, {MAX_EXPERT_ID + 1}]")
-            setattr(out, name, v)
+            setattr(out, name, check_int(d[key], f"{f}: {key}", 1, MAX_EXPERT_ID + 1))
     if len(d["layers"]) > MAX_LAYERS:
         raise SpecsimError(f"{f}: layers", f"{len(d['layers'])} layers", f"allowed: at most {MAX_LAYERS}", show_value=False)
     for i, layer in enumerate(d["layers"]):
@@ -132,6 +140,6 @@ def read_expert_counts(paths: list[str]) -> ExpertCounts:
         (_read_json if is_json else _read_csv)(p, out)
         out.files.append(p)
         out.formats.append("json" if is_json else "sglang-csv")
-    if not any(out.layers.values()):
+    if not any(any(d.values()) for d in out.layers.values()):
         raise SpecsimError("expert counts", None, f"no routed token in {', '.join(out.files)[:200]}", show_value=False)
     return out

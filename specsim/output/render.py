@@ -379,7 +379,8 @@ def ingest_summary_text(summary: list[dict]) -> str:
 def routing_text(fit, markdown: bool = False) -> str:
     """``specsim routing``: the router's skew read from expert counts, the distinct-experts curve behind it."""
     rows = [[c["tokens"], f"{c['from_counts']:.1f}", f"{c['uniform']:.1f}", f"{c['modeled']:.1f}",
-             f"{100 * (c['modeled'] / c['from_counts'] - 1):+.1f}" if c["used_in_fit"] else "-"] for c in fit.curve]
+             f"{100 * (c['modeled'] / c['from_counts'] - 1) + 0.0:+.1f}".replace("-0.0", "+0.0")
+             if c["used_in_fit"] else "-"] for c in fit.curve]
     headers = ["tokens", "distinct experts (counts)", "uniform routing", f"modeled at c = {fit.routing_skew:.2f}",
                "error %"]
     head = (f"router of {fit.num_experts} experts, top-{fit.experts_per_token} (measured): {fit.layers} MoE layers, "

@@ -14,6 +14,39 @@ from .numeric import where as _w
 #: routing trace of its own: the median of the three public decode traces on real weights (Qwen3-30B-A3B 1.13,
 #: Qwen3-Next-80B-A3B 1.00, DeepSeek-R1 1.28; ``calibration/datasets/moe-routing-skew.json``, with their sources)
 ROUTING_SKEW_PRIOR = 1.13
+#: the traces behind the prior are all of fine-grained routers (128-512 experts; 64 for the GLM-4.7-Flash check):
+#: a coarser router (Mixtral's 8) has no public count and keeps uniform routing until measured (``specsim routing``)
+PRIOR_MIN_EXPERTS = 64
+#: the largest c a scenario takes (``target.moe.routing_skew``); a model's own limit may be lower (max_routing_skew)
+ROUTING_SKEW_MAX = 3.0
+
+
+def max_routing_skew(num_experts: float, experts_per_token: float) -> float:
+    """The largest CV a share with mean k/E can have in [0, 1]: sqrt((E - k) / k) (each expert picked by every token
+    or by none), capped at :data:`ROUTING_SKEW_MAX`."""
+    return min(ROUTING_SKEW_MAX, math.sqrt(max(num_experts - experts_per_token, 0.0) / experts_per_token))
+
+
+def routing_skew_of(moe) -> float:
+    """A MoE's c: its own ``routing_skew``, else the prior for its granularity (:data:`ROUTING_SKEW_PRIOR` from
+    :data:`PRIOR_MIN_EXPERTS` experts on, 0 below)."""
+    c = getattr(moe, "routing_skew", None)
+    if c is not None:
+        return float(c)
+    return ROUTING_SKEW_PRIOR if moe.num_experts >= PRIOR_MIN_EXPERTS else 0.0
+
+
+def check_routing_skew(value, num_experts: float, experts_per_token: float, field: str) -> float:
+    """``value`` as a c this router can have, else a one-line :class:`SpecsimError` naming ``field``."""
+    from ..errors import SpecsimError
+    from ..io.checks import check_number
+
+    c = check_number(value, field, 0.0, ROUTING_SKEW_MAX) + 0.0  # -0 is 0
+    hi = max_routing_skew(num_experts, experts_per_token)
+    if c > hi:
+        raise SpecsimError(field, value, f"allowed: at most {hi:.3g} for {int(num_experts)} experts, top-"
+                           f"{int(experts_per_token)} (sqrt((E - k) / k): every expert then taken by all tokens or none)")
+    return c
 
 
 def expected_distinct_experts(num_experts, experts_per_token, n_tokens, skew=0.0):

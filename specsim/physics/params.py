@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from .moe import routing_skew_of
 from .rules import DTYPE_BYTES, MAX_ALLREDUCE_CHAIN
 
 if TYPE_CHECKING:
@@ -167,7 +168,7 @@ def scenario_params(sc: Scenario) -> Params:
         "num_shared_experts": float(t.moe.num_shared_experts) if t.moe else 0.0,
         "shared_intermediate": float((t.moe.shared_intermediate or t.moe.expert_intermediate) if t.moe else 0.0),
         "routing_locality": float(t.moe.routing_locality) if t.moe else 1.0,
-        "routing_skew": float(t.moe.routing_skew) if t.moe else 0.0,
+        "routing_skew": routing_skew_of(t.moe) if t.moe else 0.0,
         "bytes_attention": DTYPE_BYTES[dt.attention],
         "bytes_dense": DTYPE_BYTES[dt.dense_mlp],
         "bytes_shared": DTYPE_BYTES[dt.shared_experts],

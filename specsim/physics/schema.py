@@ -14,7 +14,7 @@ from typing import Annotated, Literal
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationInfo, field_validator, model_validator
 
 from .methods import AllReduceMethods, EngineMethods, GPUMethods
-from .moe import ROUTING_SKEW_PRIOR
+from .moe import PRIOR_MIN_EXPERTS, ROUTING_SKEW_MAX, ROUTING_SKEW_PRIOR, max_routing_skew
 from .rules import (  # noqa: F401  (DTYPE_BYTES, MAX_ALLREDUCE_CHAIN, draft_tokens_for: re-exported)
     CAPTURE_SIZES,
     DTYPE_BYTES,
@@ -309,17 +309,23 @@ class MoE(_Model):
         "independent of each other). 1 (the prior): every token independent and uniform, the distinct-experts formula; "
         "0: a request's tokens all pick the same experts. Public counts on real text give 0.44-0.8 "
         "(models/notes/moe_routing_locality.md); routers with random weights, as in measured synthetic forwards, are 1")
-    routing_skew: float = Field(
-        ROUTING_SKEW_PRIOR, ge=0.0, le=3.0, description="c (dimensionless): the coefficient of variation of the "
+    routing_skew: float | None = Field(
+        None, ge=0.0, le=ROUTING_SKEW_MAX, description="c (dimensionless): the coefficient of variation of the "
         "router's per-expert token share within a layer; independent tokens (a batch's requests) then hit fewer "
-        "distinct experts than uniform routing (one token still reads k, many read all E). Prior 1.13: the median "
-        "of public decode traces on real weights (calibration/datasets/moe-routing-skew.json); 0: uniform, as "
-        "routers with random weights route in measured synthetic forwards and kernel benchmarks")
+        f"distinct experts than uniform routing (one token still reads k, many read all E). None: the prior, "
+        f"{ROUTING_SKEW_PRIOR} from {PRIOR_MIN_EXPERTS} experts on (the median of public decode traces on real weights, "
+        "calibration/datasets/moe-routing-skew.json), 0 for coarser routers (no public count); 0: uniform, as "
+        "routers with random weights route in measured synthetic forwards and kernel benchmarks; `specsim routing` "
+        "measures yours")
 
     @model_validator(mode="after")
     def _k_le_e(self) -> MoE:
         if self.experts_per_token > self.num_experts:
             raise ValueError("experts_per_token must be <= num_experts")
+        hi = max_routing_skew(self.num_experts, self.experts_per_token)
+        if self.routing_skew is not None and self.routing_skew > hi:
+            raise ValueError(f"routing_skew={self.routing_skew:g} must be <= {hi:.3g} (sqrt((E - k) / k)) for "
+                             f"{self.num_experts} experts, top-{self.experts_per_token}")
         return self
 
 

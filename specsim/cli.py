@@ -678,7 +678,8 @@ def _float_list(text: str | None, field: str) -> list[float] | None:
 
 
 @app.command()
-@deployment_options(skip=("gpu", "tp", "batch", "ctx", "steps", "topk", "draft_tokens", "accept", "accept_rates"))
+@deployment_options(skip=("gpu", "tp", "batch", "ctx", "steps", "topk", "draft_tokens", "accept", "accept_rates",
+                          "routing_skew"))
 def sweep(
     steps: str | None = typer.Option(None, "--steps", help="draft steps to sweep, e.g. 1-10 or 1,2,4"),
     topk: str | None = typer.Option(None, "--topk", help="branching values to sweep, e.g. 1,2,4"),
@@ -693,6 +694,8 @@ def sweep(
     allreduce_scale: str | None = typer.Option(None, "--allreduce-scale", help="all-reduce latency multipliers, e.g. 0.5,1"),
     routing_locality: str | None = typer.Option(None, "--routing-locality", help="a MoE verify's routing locality "
                                                 "rho in [0, 1] (1: tokens route independently), e.g. 0.4:1:0.2"),
+    routing_skew: str | None = typer.Option(None, "--routing-skew", help="a MoE router's skew across experts c, one "
+                                            "value or several to sweep, e.g. 0:1.5:0.25 (default: the prior)"),
     top: int = typer.Option(15, "--top", help="rows in the ranked table"),
     csv: str | None = typer.Option(None, "--csv", help="write every configuration as CSV ('-' for stdout)"),
     fmt: Fmt = typer.Option(Fmt.text, "--format", help="text, markdown (md) or json"),
@@ -731,8 +734,9 @@ def sweep(
 
         check_output(csv, _input_files(deploy))
     scenario, kw = _split_scenario(deploy or {})
+    skews = _float_list(routing_skew, "routing-skew")
     # a single value is the deployment itself (named after it); several are swept axes
-    for key, vals in (("gpu", gpus), ("tp", tps), ("batch", batches), ("ctx", ctxs)):
+    for key, vals in (("gpu", gpus), ("tp", tps), ("batch", batches), ("ctx", ctxs), ("routing_skew", skews)):
         if vals is not None and len(vals) == 1:
             kw[key] = vals[0]
     base = build_scenario(scenario, **kw)
@@ -745,6 +749,7 @@ def sweep(
         ctx=ctxs if ctxs and len(ctxs) > 1 else None, gpu=gpus if gpus and len(gpus) > 1 else None,
         allreduce_scale=_float_list(allreduce_scale, "allreduce-scale"),
         routing_locality=_float_list(routing_locality, "routing-locality"),
+        routing_skew=skews if skews and len(skews) > 1 else None,
     )
     if csv is not None:
         from .io.files import write_atomic

@@ -268,3 +268,18 @@ def test_routing_reads_a_spreadsheet_csv_and_skips_odd_digits(tmp_path, run_cli)
     assert d["rows_skipped"] == 1 and d["routing_skew"] == pytest.approx(1.0, abs=0.06) and d["prior"] == 1.13
     code, out, _ = run_cli("routing", str(f), "--num-experts", "64", "--top-k", "4", "--json")
     assert json.loads(out)["routing_skew"] == pytest.approx(d["routing_skew"])
+
+
+def test_sweep_takes_routing_skew_as_an_axis(run_cli):
+    from specsim.analysis.build import build_scenario
+    from specsim.analysis.sweep import sweep
+
+    sc = build_scenario(model="glm-4.7-flash", gpu="h200", batch=32, accept=2.5, steps=3, topk=1)
+    res = sweep(sc, steps=[3], routing_skew=[0.0, 0.5, 1.13])
+    rows = sorted(res.ranked(3), key=lambda r: r["routing_skew"])
+    assert [r["routing_skew"] for r in rows] == [0.0, 0.5, 1.13]
+    assert rows[0]["baseline_tok_s"] < rows[1]["baseline_tok_s"] < rows[2]["baseline_tok_s"]
+    one = sweep(build_scenario(sc, routing_skew=0.5), steps=[3]).best
+    assert one["tok_s"] == pytest.approx(rows[1]["tok_s"], rel=1e-9)  # the axis and the deployment agree
+    code, out, err = run_cli("sweep", "--model", "glm-4.7-flash", "--steps", "2", "--routing-skew", "0,4")
+    assert code == 2 and err.startswith("error: routing-skew") and not out

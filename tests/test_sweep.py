@@ -147,4 +147,4 @@ def test_the_baseline_is_checked_against_gpu_memory_like_the_speculative_rows(ru
     d = run_json("sweep", "--model", "llama-3.1-8b", "--gpu", "h100", "--tp", "1", "--batch", "32,256", "--ctx", "4096")
     assert any("fit but their baseline does not" in n for n in d["notes"])
     assert {r["batch"]: r["baseline_fits_memory"] for r in d["ranked"]} == {32: True, 256: False}
-    assert res.to_csv().splitlines()[0].endswith(",fits_memory,routing_locality,baseline_fits_memory")
+    assert res.to_csv().splitlines()[0].endswith(",fits_memory,routing_locality,baseline_fits_memory,routing_skew")

@@ -26,12 +26,12 @@ MAX_STEPS = 64  # = the schema's Speculation.steps upper bound (checked in tests
 MAX_SWEEP_POINTS = 2_000_000  # configurations in one sweep: ~100 bytes of result columns each, and as much again
 #                               of temporaries per (steps, topk, draft_tokens) grid (~0.4 GB at the cap; 10M took 2 GB)
 MAX_SWEEP_COMBOS = 2_000  # (steps, topk, draft_tokens) combinations: each one evaluates the whole grid
-AXES = ("accept", "tp", "batch", "ctx", "gpu", "allreduce_scale", "routing_locality")
+AXES = ("accept", "tp", "batch", "ctx", "gpu", "allreduce_scale", "routing_locality", "routing_skew")
 #: result columns; routing_locality (added 2026-12-05) and baseline_fits_memory (whether the plain-decode baseline's
-#: own running requests fit) come last so that positional CSV readers keep working
+#: own running requests fit) come last so that positional CSV readers keep working; routing_skew (2026-12-06) after them
 COLUMNS = ("steps", "topk", "draft_tokens", "accept_length", "tp", "batch", "ctx", "gpu", "allreduce_scale",
            "tok_s", "baseline_tok_s", "speedup", "cycle_ms", "verify_ms", "fits_memory", "routing_locality",
-           "baseline_fits_memory")
+           "baseline_fits_memory", "routing_skew")
 _FLAG_COLUMNS = ("fits_memory", "baseline_fits_memory")  # true / false in rows, 0 / 1 in CSV
 _INT_COLUMNS = ("steps", "topk", "draft_tokens", "tp", "batch", "ctx")  # whole numbers in rows and CSV
 
@@ -171,6 +171,7 @@ def sweep(
     gpu: list[str] | None = None,
     allreduce_scale=None,
     routing_locality=None,
+    routing_skew=None,
     progress: bool | None = None,
 ) -> SweepResult:
     """Evaluate every combination of the given values (others stay at the scenario's).
@@ -178,7 +179,8 @@ def sweep(
     ``accept`` values are accept lengths at ``accept_at_steps`` (default: the scenario's steps);
     each is turned into a per-position profile with the scenario's shape, so tau changes with
     the step count as the draft's quality dictates. ``accept_rates`` sweeps whole profiles.
-    ``routing_locality`` sweeps a MoE target's rho (``target.moe.routing_locality``, in [0, 1]).
+    ``routing_locality`` sweeps a MoE target's rho (``target.moe.routing_locality``, in [0, 1]); ``routing_skew``
+    its router's c across experts (``target.moe.routing_skew``, up to the router's sqrt((E - k) / k)).
     """
     from ..physics.schema import MoE, Parallel, Speculation, Workload, field_range
 
@@ -193,6 +195,7 @@ def sweep(
     if allreduce_scale is not None and any(v <= 0 for v in allreduce_scale):
         raise SpecsimError("allreduce-scale", allreduce_scale, "scales must be > 0")
     routing_locality = _check_list("routing-locality", routing_locality, *field_range(MoE, "routing_locality"))
+    routing_skew = _check_list("routing-skew", routing_skew, *field_range(MoE, "routing_skew"))
     if accept is not None and accept_rates is not None:
         raise SpecsimError("accept", accept, "sweep either accept lengths or acceptance profiles, not both")
     if gpu is not None and not gpu:
@@ -201,9 +204,17 @@ def sweep(
         raise SpecsimError("gpu", ",".join(gpu), "a GPU is given twice; give each once")
 
     sc = build_scenario(scenario)
-    if routing_locality is not None and sc.target.moe is None:
-        raise SpecsimError("routing-locality", ",".join(f"{v:g}" for v in routing_locality),
-                           f"{sc.target.name} has no routed experts; allowed: a MoE model")
+    from .build import no_routed_experts
+
+    for name, vals in (("routing-locality", routing_locality), ("routing-skew", routing_skew)):
+        if vals is not None and sc.target.moe is None:
+            raise no_routed_experts(name, ",".join(f"{v:g}" for v in vals), sc.target.name)
+    if routing_skew is not None:
+        from ..physics.moe import check_routing_skew
+
+        moe = sc.target.moe
+        routing_skew = [check_routing_skew(v, moe.num_experts, moe.experts_per_token, "routing-skew")
+                        for v in routing_skew]
     s0 = sc.speculation
     steps = steps or [s0.steps]
     topk = topk or [s0.topk]
@@ -245,6 +256,8 @@ def sweep(
         p["allreduce_scale"] = _axis(allreduce_scale, 5)
     if routing_locality is not None:
         p["routing_locality"] = _axis(routing_locality, 6)
+    if routing_skew is not None:
+        p["routing_skew"] = _axis(routing_skew, 7)
     tps = tp or [sc.parallel.tp]
     if gpu is not None:
         from ..io.presets import get_gpu
@@ -275,7 +288,7 @@ def sweep(
             p[k] = _axis([x[k] for x in at_tp], 1)
 
     full = (len(labels), len(tps), len(batch or [1]), len(ctx or [1]), len(gpu_names), len(allreduce_scale or [1]),
-            len(routing_locality or [1]))
+            len(routing_locality or [1]), len(routing_skew or [1]))
     combos = []
     for s, k in itertools.product(steps, topk):
         for req in (draft_tokens if k > 1 and draft_tokens else [None]):
@@ -300,7 +313,8 @@ def sweep(
     grids = np.meshgrid(np.arange(full[0]), np.asarray(tps, float), np.asarray(batch or [sc.workload.batch], float),
                         np.asarray(ctx or [sc.workload.ctx], float), np.arange(full[4]),
                         np.asarray(allreduce_scale or [sc.parallel.allreduce_scale], float),
-                        np.asarray(routing_locality or [float(p["routing_locality"])], float), indexing="ij",
+                        np.asarray(routing_locality or [float(p["routing_locality"])], float),
+                        np.asarray(routing_skew or [float(p["routing_skew"])], float), indexing="ij",
                         sparse=True)  # broadcast views: each column is written from its axis, no full grids
     # memory fit (weights + KV cache per rank against each GPU's HBM): the rule predict warns with
     from ..physics.cost import weight_bytes_per_rank
@@ -330,7 +344,7 @@ def sweep(
         col = {c: columns[c][sl].reshape(full) for c in COLUMNS}  # views: each column written once
         col["steps"][...], col["topk"][...], col["draft_tokens"][...] = s, k, d
         col["accept_length"][...] = tau_b
-        for c, g in zip(("tp", "batch", "ctx", "gpu", "allreduce_scale", "routing_locality"), grids[1:]):
+        for c, g in zip(("tp", "batch", "ctx", "gpu", "allreduce_scale", "routing_locality", "routing_skew"), grids[1:]):
             col[c][...] = g
         col["tok_s"][...] = tok
         col["baseline_tok_s"][...] = base_tok

@@ -226,7 +226,7 @@ def verify_html(v) -> str:
 _SWEEP_HEAD = {"steps": "steps", "topk": "topk", "draft_tokens": "draft tok", "accept_length": "accept",
                "tp": "tp", "batch": "batch", "ctx": "ctx", "gpu": "gpu", "allreduce_scale": "ar scale",
                "routing_locality": "rho", "fits_memory": "fits HBM", "tok_s": "tok/s", "speedup": "speedup", "cycle_ms": "cycle ms",
-               "verify_ms": "verify ms", "baseline_fits_memory": "baseline fits"}
+               "verify_ms": "verify ms", "baseline_fits_memory": "baseline fits", "routing_skew": "c"}
 _SWEEP_RESULTS = ("tok_s", "speedup", "cycle_ms", "verify_ms")
 _SWEEP_FLAGS = ("fits_memory", "baseline_fits_memory")  # yes / no in the tables; shown only where one is false
 
@@ -247,7 +247,8 @@ def _sweep_parts(res, top: int):
 
     fixed = {k: cell(k, best[k]) for k in keys if k not in varying and k != "accept_length"
              and not (k in _SWEEP_FLAGS and best.get(k, True))  # "fits" goes without saying
-             and not (k == "routing_locality" and best.get(k, 1.0) == 1.0)}  # so does independent routing
+             and not (k == "routing_locality" and best.get(k, 1.0) == 1.0)  # so does independent routing
+             and k != "routing_skew"}  # the router's own c, unless swept
     cols = varying + [k for k in _SWEEP_RESULTS]
     if "accept_length" not in cols:
         cols.insert(len(varying), "accept_length")

@@ -641,15 +641,14 @@ def routing(
     Example: specsim routing expert_distribution_rank0_timestamp1744347750.csv --model qwen3-30b-a3b
     """
     from .analysis.routing import fit_routing
-    from .io.expert_counts import read_expert_counts
+    from .io.checks import check_int
+    from .io.expert_counts import MAX_EXPERT_ID, read_expert_counts
 
     want_json = _json_out(fmt, as_json)
-    from .io.checks import check_int
-
     e, k = num_experts, top_k
     for name, v in (("num-experts", e), ("top-k", k)):
         if v is not None:
-            check_int(v, name, 1, 65536)  # target.moe's range
+            check_int(v, name, 1, MAX_EXPERT_ID + 1)  # target.moe's range
     if model is not None:
         if e is not None or k is not None:
             _fail("model: give --model or --num-experts/--top-k, not both")
@@ -981,8 +980,6 @@ def whatif_routing_cmd(
     """
     from .analysis.whatif import whatif_routing
 
-    if locality is None and skew is None:
-        _fail("locality: give --locality RHO (a number in [0, 1]) and/or --skew C (a number in [0, 3])")
     scenario, kw = _split_scenario(deploy or {})
     _show_whatif(whatif_routing(scenario, locality=locality, skew=skew, **kw), as_json, fmt)
 

@@ -652,11 +652,11 @@ def dataset_scenario(d: dict) -> Scenario:
         engine_overrides=d.get("engine"), eager_allreduce=d.get("eager_allreduce"), name=d.get("name"),
     )
     skew = dataset_routing_skew(d)
-    if skew is None or sc.target.moe is None or skew == sc.target.moe.routing_skew:  # (None: its prior)
+    if skew is None or sc.target.moe is None:  # (None: the model's prior)
         return sc
-    from .whatif import edit_scenario
+    from .build import build_scenario
 
-    return edit_scenario(sc, lambda data: data["target"]["moe"].update(routing_skew=skew))
+    return build_scenario(sc, routing_skew=skew)
 
 
 def dataset_routing_skew(d: dict) -> float | None:

@@ -64,9 +64,9 @@ def point_params(points: list[dict], engine: str = "sglang", gpu: str = "h200", 
         if pt.get("shape") not in SHAPE_DEPLOYMENTS:
             continue
         model, tp, *dtype = SHAPE_DEPLOYMENTS[pt["shape"]]
+        # the benchmark's routings are uniform random top-k (specsim.measure.gpu): routing skew 0
         p = scenario_params(build_scenario(model=model, gpu=gpu, tp=tp, engine=engine, batch=int(pt["M"]), ctx=512,
-                                           dtype=dtype[0] if dtype else None))
-        p["routing_skew"] = 0.0  # the benchmark's routings are uniform random top-k (specsim.measure.gpu)
+                                           dtype=dtype[0] if dtype else None, routing_skew=0.0))
         p.update(overrides or {})
         out.append((pt, p))
     return out

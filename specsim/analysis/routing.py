@@ -15,7 +15,7 @@ import numpy as np
 
 from ..errors import SpecsimError
 from ..io.expert_counts import ExpertCounts
-from ..physics.moe import PRIOR_MIN_EXPERTS, ROUTING_SKEW_PRIOR, expected_distinct_experts, max_routing_skew
+from ..physics.moe import expected_distinct_experts, max_routing_skew, prior_routing_skew
 
 #: the token counts the curve is compared at (a decode batch up to a large verify)
 CURVE_TOKENS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)
@@ -43,6 +43,11 @@ class RoutingFit:
     rows_read: int = 0
     rows_skipped: int = 0
 
+    @property
+    def prior(self) -> float:
+        """The c a scenario of this router takes when none is given (:func:`specsim.physics.moe.prior_routing_skew`)."""
+        return prior_routing_skew(self.num_experts)
+
     def to_dict(self) -> dict:
         return {"kind": "measured", "what": "router skew across experts from expert counts",
                 "num_experts": self.num_experts, "experts_per_token": self.experts_per_token, "layers": self.layers,
@@ -50,7 +55,7 @@ class RoutingFit:
                 "noise_cv": self.noise_cv, "cv_per_layer": {"median": self.cv_median, "min": self.cv_min,
                                                             "max": self.cv_max},
                 "routing_skew": self.routing_skew,
-                "prior": ROUTING_SKEW_PRIOR if self.num_experts >= PRIOR_MIN_EXPERTS else 0.0,
+                "prior": self.prior,
                 "distinct_experts_vs_tokens": self.curve, "fit_max_error_pct": self.fit_max_error_pct,
                 "files": self.files, "rows_read": self.rows_read, "rows_skipped": self.rows_skipped,
                 "warnings": self.warnings}
@@ -88,16 +93,17 @@ def fit_routing(data: ExpertCounts, num_experts: int | None = None, experts_per_
     ns = np.asarray(CURVE_TOKENS, dtype=float)
     for lid in layers:
         p, t = _layer_shares(data.layers[lid], e, k)
-        top = max(data.layers[lid].values())
+        busiest = max(data.layers[lid], key=data.layers[lid].get)
+        top = data.layers[lid][busiest]
         if top > t * (1 + 1e-9):
-            raise SpecsimError("top-k", k, f"layer {lid}: expert {max(data.layers[lid], key=data.layers[lid].get)} "
+            raise SpecsimError("top-k", k, f"layer {lid}: expert {busiest} "
                                f"counts {top:,} picks of {t:,.0f} tokens (its counts / k); each token picks an expert "
                                "at most once, so the router picks fewer experts a token: give its own --top-k")
         m = t * mu  # mean count per expert
         raw = float(p.std() / p.mean())
         cvs.append(float(np.sqrt(max(raw * raw - (1.0 - mu) / m, 0.0))))
         tokens.append(t)
-        curves.append([float((-np.expm1(n * np.log1p(-np.minimum(p, 1 - 1e-15)))).sum()) for n in ns])
+        curves.append((-np.expm1(np.outer(ns, np.log1p(-np.minimum(p, 1 - 1e-15))))).sum(axis=1))
     measured = np.mean(curves, axis=0)
     t_med = float(np.median(tokens))
     m_mean = float(np.mean(tokens)) * mu

@@ -235,8 +235,8 @@ def whatif_routing(scenario=None, *, locality: float | None = None, skew: float 
     from ..io.checks import check_number
 
     if locality is None and skew is None:
-        raise SpecsimError("locality", None, "give --locality RHO in [0, 1] and/or --skew C in [0, 3]",
-                           show_value=False)
+        raise SpecsimError("locality", None, "give --locality RHO (a number in [0, 1]) and/or --skew C (a number in "
+                           "[0, 3])", show_value=False)
     from ..physics.moe import ROUTING_SKEW_MAX, check_routing_skew, routing_skew_of
     from .build import no_routed_experts
 

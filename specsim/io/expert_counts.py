@@ -69,7 +69,7 @@ def _read_csv(path: str, out: ExpertCounts) -> None:
     header_seen = False
     for batch in iter_lines(path, "expert counts", allow_stdin=False):
         for line in batch:
-            if line is LONG_LINE or line == LONG_LINE:
+            if line == LONG_LINE:
                 out.rows_skipped += 1
                 continue
             if not line.strip():
@@ -96,12 +96,7 @@ def _read_csv(path: str, out: ExpertCounts) -> None:
 def _count_list(v, where: str) -> list[int]:
     if not isinstance(v, list) or not v or len(v) > MAX_EXPERT_ID + 1:
         raise SpecsimError(where, None, f"allowed: a list of 1-{MAX_EXPERT_ID + 1} counts, one per expert", show_value=False)
-    out = []
-    for x in v:
-        if isinstance(x, bool) or not isinstance(x, (int, float)) or x < 0 or x > MAX_COUNT or x != int(x):
-            raise SpecsimError(where, x, f"allowed: whole counts in [0, {MAX_COUNT:.0e}]")
-        out.append(int(x))
-    return out
+    return [check_int(x, where, 0, MAX_COUNT) for x in v]
 
 
 def _read_json(path: str, out: ExpertCounts) -> None:

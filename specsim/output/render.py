@@ -389,7 +389,7 @@ def routing_text(fit, markdown: bool = False) -> str:
             f"counting noise CV {fit.noise_cv:.3f})")
     body = (f"per-layer CV of an expert's share (noise removed): median {fit.cv_median:.3f}, "
             f"{fit.cv_min:.3f}-{fit.cv_max:.3f}\n"
-            f"routing skew c = {fit.routing_skew:.3f} (the prior is {fit.to_dict()['prior']:g}): fits the curve within "
+            f"routing skew c = {fit.routing_skew:.3f} (the prior is {fit.prior:g}): fits the curve within "
             f"{fit.fit_max_error_pct:.1f} %; use --routing-skew {fit.routing_skew:.2f}")
     table = table_markdown(headers, rows) if markdown else table_text(headers, rows)
     tail = f"files: {len(fit.files)}; rows: {fit.rows_read} read, {fit.rows_skipped} skipped (malformed)"

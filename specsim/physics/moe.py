@@ -27,13 +27,16 @@ def max_routing_skew(num_experts: float, experts_per_token: float) -> float:
     return min(ROUTING_SKEW_MAX, math.sqrt(max(num_experts - experts_per_token, 0.0) / experts_per_token))
 
 
+def prior_routing_skew(num_experts: float) -> float:
+    """The c a router of ``num_experts`` takes when none is given: :data:`ROUTING_SKEW_PRIOR` from
+    :data:`PRIOR_MIN_EXPERTS` experts on, 0 below."""
+    return ROUTING_SKEW_PRIOR if num_experts >= PRIOR_MIN_EXPERTS else 0.0
+
+
 def routing_skew_of(moe) -> float:
-    """A MoE's c: its own ``routing_skew``, else the prior for its granularity (:data:`ROUTING_SKEW_PRIOR` from
-    :data:`PRIOR_MIN_EXPERTS` experts on, 0 below)."""
+    """A MoE's c: its own ``routing_skew``, else the prior for its granularity (:func:`prior_routing_skew`)."""
     c = getattr(moe, "routing_skew", None)
-    if c is not None:
-        return float(c)
-    return ROUTING_SKEW_PRIOR if moe.num_experts >= PRIOR_MIN_EXPERTS else 0.0
+    return prior_routing_skew(moe.num_experts) if c is None else float(c)
 
 
 def check_routing_skew(value, num_experts: float, experts_per_token: float, field: str) -> float:

@@ -133,6 +133,12 @@ MaxRunningOpt = typer.Option(None, "--max-running-requests", help="the launch's 
 RoutingSkewOpt = typer.Option(None, "--routing-skew", help="a MoE router's skew across its experts: the CV of an "
                               "expert's token share, in [0, 3] (default: the prior 1.13 from public decode traces; "
                               "0: uniform; `specsim routing` reads yours from SGLang's expert counts)")
+KvPoolOpt = typer.Option(None, "--kv-pool-tokens", help="KV-cache tokens per GPU as your launch's log gives them "
+                         "(SGLang max_total_num_tokens, vLLM 'GPU KV cache size'): requests past what they hold at "
+                         "the context wait in the queue (default: modeled from the engine's memory rule)")
+MemFractionOpt = typer.Option(None, "--mem-fraction", help="the launch's share of GPU memory for weights and KV cache "
+                              "(SGLang --mem-fraction-static, vLLM --gpu-memory-utilization), in (0, 1] (default: "
+                              "the engine's own rule)")
 JsonOpt = typer.Option(False, "--json", help="print one JSON object instead of text")
 
 _DEPLOYMENT = (  # (parameter, type, option): one definition, reused by every planning command
@@ -143,7 +149,8 @@ _DEPLOYMENT = (  # (parameter, type, option): one definition, reused by every pl
     ("accept", float | None, AcceptOpt), ("accept_rates", str | None, AcceptRatesOpt),
     ("profile", str | None, ProfileOpt), ("graph_max", int | None, GraphMaxOpt),
     ("stop_strings", bool | None, StopStringsOpt), ("max_running_requests", int | None, MaxRunningOpt),
-    ("routing_skew", float | None, RoutingSkewOpt),
+    ("routing_skew", float | None, RoutingSkewOpt), ("kv_pool_tokens", int | None, KvPoolOpt),
+    ("mem_fraction", float | None, MemFractionOpt),
 )
 
 

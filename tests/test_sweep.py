@@ -131,20 +131,23 @@ def test_sweep_matches_predict_along_the_all_reduce_chain():
 
 def test_the_baseline_is_checked_against_gpu_memory_like_the_speculative_rows(run_json):
     """At batch 256 SGLang runs 48 requests with speculation but all 256 without: the sweep marked the row as fitting
-    and compared it with a baseline whose 137 GB KV cache cannot sit on an 80 GB H100."""
+    and compared it with a baseline whose 137 GB KV cache cannot sit on an 80 GB H100. The engine's KV pool now runs
+    what it holds (the rest queue), so a row does not fit only where the pool cannot hold one request at its context;
+    every row agrees with predict's warnings, and its tok/s with predict's."""
     from specsim.analysis.build import build_scenario
-    from specsim.analysis.predict import scenario_warnings
-    from specsim.analysis.sweep import sweep
+    from specsim.analysis.predict import predict, scenario_warnings
 
     kw = {"model": "llama-3.1-8b", "gpu": "h100", "tp": 1}
-    res = sweep(build_scenario(None, **kw), batch=[1, 32, 256, 4096], ctx=[512, 4096])
+    res = sweep(build_scenario(None, **kw), batch=[1, 32, 256], ctx=[512, 4096, 500_000], steps=[3])
     rows = res.ranked(res.n)
-    assert {(r["batch"], r["ctx"]) for r in rows if r["fits_memory"] and not r["baseline_fits_memory"]} >= {(256, 4096)}
-    for r in rows:  # the rule of predict's warnings, row by row
-        w = " ".join(scenario_warnings(build_scenario(None, **kw, batch=r["batch"], ctx=r["ctx"])))
-        assert ("baseline (no speculation)" in w) == (r["fits_memory"] and not r["baseline_fits_memory"]), r
-        assert r["baseline_fits_memory"] or r["batch"] > 48  # the capped run is the only way the two differ here
-    d = run_json("sweep", "--model", "llama-3.1-8b", "--gpu", "h100", "--tp", "1", "--batch", "32,256", "--ctx", "4096")
-    assert any("fit but their baseline does not" in n for n in d["notes"])
-    assert {r["batch"]: r["baseline_fits_memory"] for r in d["ranked"]} == {32: True, 256: False}
+    assert {(r["batch"], r["ctx"]) for r in rows if not r["fits_memory"]} == {(b, 500_000) for b in (1, 32, 256)}
+    assert all(r["baseline_fits_memory"] == (r["ctx"] < 500_000) for r in rows)
+    for r in rows:  # the rule of predict's warnings, and its numbers, row by row
+        sc = build_scenario(None, **kw, batch=r["batch"], ctx=r["ctx"], steps=3)
+        w = " ".join(scenario_warnings(sc))
+        assert ("does not fit" in w) == (not r["fits_memory"]), r
+        assert r["baseline_tok_s"] == pytest.approx(predict(sc).baseline_tok_s, rel=1e-9), r
+    d = run_json("sweep", "--model", "llama-3.1-8b", "--gpu", "h100", "--tp", "1", "--batch", "32,256", "--ctx", "500000")
+    assert any("do not fit in GPU memory" in n for n in d["notes"])
+    assert {r["batch"]: r["baseline_fits_memory"] for r in d["ranked"]} == {32: False, 256: False}
     assert res.to_csv().splitlines()[0].endswith(",fits_memory,routing_locality,baseline_fits_memory,routing_skew")

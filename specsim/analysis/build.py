@@ -278,7 +278,8 @@ def fresh_scenario(model: str, gpu: str, tp: int, engine: str | None = None, *, 
 OVERRIDE_KINDS = {"model": "name", "gpu": "name", "tp": "int", "steps": "int", "topk": "int", "draft_tokens": "int",
                   "accept": "number", "accept_rates": "numbers", "batch": "int", "ctx": "int", "engine": "name",
                   "dtype": "name", "profile": "name", "graph_max": "int", "stop_strings": "bool",
-                  "max_running_requests": "int", "routing_skew": "number"}
+                  "max_running_requests": "int", "routing_skew": "number", "kv_pool_tokens": "int",
+                  "mem_fraction": "number"}
 _KIND_ALLOWED = {"name": "allowed: a name (a string)", "int": "allowed: an integer", "number": "allowed: a finite number",
                  "numbers": f"allowed: a list of at most {MAX_LIST} finite numbers", "bool": "allowed: True or False"}
 
@@ -360,6 +361,8 @@ def build_scenario(
     stop_strings: bool | None = None,
     max_running_requests: int | None = None,
     routing_skew: float | None = None,
+    kv_pool_tokens: int | None = None,
+    mem_fraction: float | None = None,
     **unknown,
 ) -> Scenario:
     """A base scenario (name, file or object; default ``kimi-k2.5-seed``) with overrides applied.
@@ -376,6 +379,10 @@ def build_scenario(
     SGLang); batch past it waits in the queue.
     ``routing_skew``: a MoE target's router skew across its experts (``target.moe.routing_skew``, the CV of an
     expert's token share: ``specsim routing`` reads it from the engine's expert counts); a dense model refuses it.
+    ``kv_pool_tokens``: the KV-cache tokens per GPU the launch's log gives (SGLang ``max_total_num_tokens``, vLLM
+    ``GPU KV cache size``), in place of the modeled pool; ``mem_fraction``: the launch's share of GPU memory for
+    weights and KV cache (SGLang ``--mem-fraction-static``, vLLM ``--gpu-memory-utilization``). Either bounds the
+    requests run at once at the context (``physics.memory``).
 
     The one override policy of every command:
 
@@ -399,11 +406,12 @@ def build_scenario(
     check_scenario_arg(scenario)
     check_overrides(unknown)  # a misspelt keyword: named, with the nearest known one
     (model, gpu, tp, steps, topk, draft_tokens, accept, accept_rates, batch, ctx, engine, dtype, profile, graph_max,
-     stop_strings, max_running_requests, routing_skew) = check_overrides({
+     stop_strings, max_running_requests, routing_skew, kv_pool_tokens, mem_fraction) = check_overrides({
         "model": model, "gpu": gpu, "tp": tp, "steps": steps, "topk": topk, "draft_tokens": draft_tokens,
         "accept": accept, "accept_rates": accept_rates, "batch": batch, "ctx": ctx, "engine": engine, "dtype": dtype,
         "profile": profile, "graph_max": graph_max, "stop_strings": stop_strings,
-        "max_running_requests": max_running_requests, "routing_skew": routing_skew}).values()
+        "max_running_requests": max_running_requests, "routing_skew": routing_skew, "kv_pool_tokens": kv_pool_tokens,
+        "mem_fraction": mem_fraction}).values()
     sc = scenario if isinstance(scenario, Scenario) else load_scenario(scenario)
     _check_deployment_limits(batch=batch, ctx=ctx, tp=tp, steps=steps, topk=topk, draft_tokens=draft_tokens)
     if gpu is not None and model is None and engine is None:
@@ -460,7 +468,7 @@ def build_scenario(
         # the same deployment: components no override touches are kept as the validated objects they are (pydantic
         # does not validate a model instance again); the rest are plain data to change
         same = (gpu is None and tp is None and dtype is None and graph_max is None and max_running_requests is None
-                and routing_skew is None and not redeployed)
+                and routing_skew is None and kv_pool_tokens is None and mem_fraction is None and not redeployed)
         kept = {"gpu", "target", "draft", "engine", "parallel"} if same else set()
         data = sc.model_dump(exclude=kept)
         data.update({k: getattr(sc, k) for k in kept})
@@ -487,7 +495,8 @@ def build_scenario(
         check_tp(data["parallel"]["tp"], data["target"]["attention"]["num_heads"], data["draft"]["num_heads"])
     _apply_run_overrides(data, notes, fresh_acceptance, lambda d: scenario_from_dict(d, "scenario"), steps=steps, topk=topk,
                          draft_tokens=draft_tokens, accept=accept, accept_rates=accept_rates, batch=batch, ctx=ctx,
-                         stop_strings=stop_strings, graph_max=graph_max, max_running_requests=max_running_requests)
+                         stop_strings=stop_strings, graph_max=graph_max, max_running_requests=max_running_requests,
+                         kv_pool_tokens=kv_pool_tokens, mem_fraction=mem_fraction)
     if redeployed:
         set_moe_config(data)
     out = scenario_from_dict(data, "scenario")
@@ -501,7 +510,8 @@ def build_scenario(
 
 #: the overrides :func:`build_record` takes, each with the plain type it must have (others go to the schema)
 _RUN_OVERRIDES = {"steps": int, "topk": int, "draft_tokens": int, "batch": int, "ctx": int, "graph_max": int,
-                  "max_running_requests": int, "stop_strings": bool, "accept": float, "accept_rates": list}
+                  "max_running_requests": int, "stop_strings": bool, "accept": float, "accept_rates": list,
+                  "kv_pool_tokens": int, "mem_fraction": float}
 
 
 class _NotVouched(Exception):
@@ -585,7 +595,8 @@ SHAPE_RATE_EDGE = 1e-6  # distance from 0 and 1 of a measured rate carried as an
 
 
 def _apply_run_overrides(data: dict, notes: list[str], fresh_acceptance: bool, make, *, steps, topk, draft_tokens, accept,
-                         accept_rates, batch, ctx, stop_strings, graph_max, max_running_requests) -> None:
+                         accept_rates, batch, ctx, stop_strings, graph_max, max_running_requests, kv_pool_tokens=None,
+                         mem_fraction=None) -> None:
     """Apply the overrides of the run (speculation, acceptance, workload, the engine's captured sizes and running
     cap) to a scenario's plain data, in place; ``make`` turns data into a scenario (for the acceptance a step change
     carries over). The one place these rules live: :func:`build_scenario` and :func:`build_record` call it."""
@@ -653,6 +664,12 @@ def _apply_run_overrides(data: dict, notes: list[str], fresh_acceptance: bool, m
         max_running_requests = check_running_cap(max_running_requests)
         data["engine"]["max_running_requests"] = max_running_requests
         data["engine"].setdefault("sources", {})["max_running_requests"] = f"--max-running-requests {max_running_requests} (user)"
+    if kv_pool_tokens is not None:
+        data["engine"]["kv_pool_tokens"] = int(check_limit("Engine.kv_pool_tokens", kv_pool_tokens, "kv-pool-tokens"))
+        data["engine"].setdefault("sources", {})["kv_pool_tokens"] = f"--kv-pool-tokens {kv_pool_tokens} (user)"
+    if mem_fraction is not None:
+        data["engine"]["kv_memory_fraction"] = float(check_limit("Engine.kv_memory_fraction", mem_fraction, "mem-fraction"))
+        data["engine"].setdefault("sources", {})["kv_memory_fraction"] = f"--mem-fraction {mem_fraction} (user)"
 
 
 def _apply_routing_skew(target: dict, skew: float) -> None:

@@ -135,6 +135,21 @@ def fits_memory(weights, kv, memory_bytes):
     return (weights <= WEIGHTS_MAX_FRACTION * memory_bytes) & (weights + kv <= USABLE_MEMORY_FRACTION * memory_bytes)
 
 
+def workload_fits(p: dict, weights, memory_bytes, without_pool, width: float, speculative: bool):
+    """Whether a workload fits (the sweep's ``fits_memory`` rule, and predict's warnings): the weights leave room and,
+    for an engine that sizes a KV pool, the pool holds one request at the context (+ ``width`` tokens a step adds),
+    as the engine then queues the rest; else ``without_pool`` (weights + the running requests' KV cache over 95 % of
+    HBM, :func:`fits_memory`). Arrays broadcast."""
+    import numpy as np
+
+    from ..physics.memory import KV_RULE_NONE, kv_pool_tokens
+
+    has_pool = (p["kv_memory_rule"] != KV_RULE_NONE) | (p["kv_pool_tokens"] > 0)
+    pool_ok = ((weights <= WEIGHTS_MAX_FRACTION * memory_bytes)
+               & (kv_pool_tokens(p, weights, speculative=speculative) >= p["ctx"] + width))
+    return np.where(has_pool, pool_ok, without_pool)
+
+
 def scenario_warnings(sc: Scenario, p: dict | None = None) -> list[str]:
     """Things a user should know before trusting the numbers: memory fit, node size, notes."""
     from ..physics.cost import weight_bytes_per_rank
@@ -146,6 +161,8 @@ def scenario_warnings(sc: Scenario, p: dict | None = None) -> list[str]:
     if weights > WEIGHTS_MAX_FRACTION * mem:
         out.append(f"target weights need {weights / 1e9:.0f} GB per rank at TP{sc.parallel.tp}, more than the "
                    f"{mem / 1e9:.0f} GB of a {sc.gpu.name} leaves room for (KV cache, graphs)")
+    elif sc.engine.kv_memory_rule is not None or sc.engine.kv_pool_tokens is not None:
+        out += kv_pool_warnings(sc, p, weights)
     elif weights + kv > USABLE_MEMORY_FRACTION * mem:
         run = sc.engine.running_at_once(sc.workload.batch, True)
         out.append(f"weights ({weights / 1e9:.0f} GB) + KV cache for {run} running requests x ctx {sc.workload.ctx} "
@@ -169,18 +186,46 @@ def scenario_warnings(sc: Scenario, p: dict | None = None) -> list[str]:
     if sc.engine.chains_only and sc.speculation.topk > 1:
         out.append(f"{sc.engine.name} verifies chains only (topk 1); this tree (topk {sc.speculation.topk}) is modeled "
                    "as if it could run there")
-    out += running_cap_warnings(sc)
+    out += running_cap_warnings(sc, p)
     if sc.acceptance.pmf is not None and len(sc.acceptance.pmf) > sc.speculation.steps + 1:
         out.append(f"acceptance PMF has {len(sc.acceptance.pmf)} entries; only lengths 1..{sc.speculation.steps + 1} "
                    "are possible at these steps (the tail is cut)")
     return out
 
 
-def running_cap_warnings(sc: Scenario) -> list[str]:
-    """The batch past the engine's cap on requests run at once: it waits in the queue."""
+def kv_pool_warnings(sc: Scenario, p: dict, weights: float) -> list[str]:
+    """The batch past what the engine's KV-cache pool holds at the context (``physics.memory``): it waits in the
+    queue, and a request the pool cannot hold at all does not run."""
+    from ..physics.cycle import kv_held
+    from ..physics.memory import kv_pool_tokens
+
+    e, w = sc.engine, sc.workload
+    width = sc.speculation.num_draft_tokens or 1
+    pool_s, pool_b = (kv_pool_tokens(p, weights, speculative=spec) for spec in (True, False))
+    whence = ("the launch's --kv-pool-tokens" if e.kv_pool_tokens is not None else
+              f"modeled from {e.name.split(' ')[0]}'s memory rule" + (f" at --mem-fraction {e.kv_memory_fraction}"
+                                                                      if e.kv_memory_fraction is not None else ""))
+    if pool_s < w.ctx + width:
+        return [f"the KV-cache pool ({pool_s:,.0f} tokens per GPU, {whence}) cannot hold one request at ctx {w.ctx} "
+                f"(+{width} draft tokens): this workload does not fit (the numbers assume one runs)"]
+    held_s, held_b = int(kv_held(p, True)), int(kv_held(p, False))
+    want_s, want_b = e.running_at_once(w.batch, True), e.running_at_once(w.batch, False)
+    if held_s >= want_s and held_b >= want_b:
+        return []
+    return [f"the KV-cache pool holds {pool_s:,.0f} tokens per GPU with speculation and {pool_b:,.0f} without "
+            f"({whence}; SGLang's max_total_num_tokens, vLLM's 'GPU KV cache size'): at ctx {w.ctx} that is "
+            f"{min(held_s, want_s)} of the batch's {w.batch} requests at once with speculation and {min(held_b, want_b)} "
+            "without; the rest wait in the queue (--kv-pool-tokens takes your log's figure)"]
+
+
+def running_cap_warnings(sc: Scenario, p: dict | None = None) -> list[str]:
+    """The batch past the engine's cap on requests run at once: it waits in the queue (said by the KV-pool warning
+    instead where the pool holds fewer than the cap)."""
+    from ..physics.cycle import kv_held
+
     e, b = sc.engine, sc.workload.batch
     cap = e.running_cap(True)
-    if cap is None or b <= cap:
+    if cap is None or b <= cap or p is not None and kv_held(p, True) < cap:
         return []
     if e.max_running_requests:
         return [f"{e.name} runs at most {cap} requests at once (the launch's --max-running-requests): {b - cap} of the "

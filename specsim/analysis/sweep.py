@@ -318,7 +318,7 @@ def sweep(
                         sparse=True)  # broadcast views: each column is written from its axis, no full grids
     # memory fit (weights + KV cache per rank against each GPU's HBM): the rule predict warns with
     from ..physics.cost import weight_bytes_per_rank
-    from .predict import fits_memory, kv_bytes_per_rank
+    from .predict import fits_memory, kv_bytes_per_rank, workload_fits
 
     mem = _axis([sc.gpu.memory_bytes], 4) if gpu is None else _axis([get_gpu(g)[0].memory_bytes for g in gpu], 4)
     weights = weight_bytes_per_rank(p)
@@ -326,7 +326,7 @@ def sweep(
     # the baseline (plain decode, one token per request) runs its own requests at once, often more than the capped
     # speculative run: the same rule, the same for every (steps, topk, draft_tokens)
     kv_base = kv_bytes_per_rank(sc, 1, tp=p["tp"], batch=running(p, "running_cap")["batch"], ctx=p["ctx"])
-    base_fits = np.broadcast_to(fits_memory(weights, kv_base, mem), full)
+    base_fits = np.broadcast_to(workload_fits(p, weights, mem, fits_memory(weights, kv_base, mem), 1.0, False), full)
     for i, (s, k, d) in enumerate(combos):
         if k == 1:
             tau = 1.0 + np.cumprod(rates[:, :s], axis=1).sum(axis=1)
@@ -352,7 +352,7 @@ def sweep(
         col["cycle_ms"][...] = cyc
         col["verify_ms"][...] = phases["verify"]
         kv = kv_bytes_per_rank(sc, d, tp=p["tp"], batch=running_batch, ctx=p["ctx"])
-        col["fits_memory"][...] = fits_memory(weights, kv, mem)
+        col["fits_memory"][...] = workload_fits(q, weights, mem, fits_memory(weights, kv, mem), float(d), True)
         col["baseline_fits_memory"][...] = base_fits
         if show:
             done = (i + 1) / len(combos)
@@ -377,11 +377,21 @@ def sweep(
                          + (" (--max-running-requests), speculation on or off" if e.max_running_requests else
                             " with speculation on (its default; plain decode runs the whole batch)")
                          + f": rows of batch above {cap} are modeled with {cap} running and the rest queued")
+    from ..physics.cycle import kv_held
+
+    held = np.broadcast_to(np.minimum(kv_held(p, True), kv_held(p, False)), full)
+    pooled = held < np.broadcast_to(p["batch"], full)
+    if pooled.any():
+        res.notes.append(f"{int(pooled.sum()) * len(combos):,} of {len(combos) * n_grid:,} configurations ask for more requests than "
+                         "the engine's KV-cache pool holds at their context (physics.memory): they run what it holds, "
+                         f"as few as {int(held[pooled].min())}, and the rest wait in the queue (--kv-pool-tokens takes "
+                         "your launch log's figure)")
     fits = columns["fits_memory"]
     if not fits.all():
         n_out = int(fits.size - fits.sum())
-        res.notes.append(f"{n_out:,} of {fits.size:,} configurations do not fit in GPU memory (weights + KV cache of the running requests "
-                         "x (ctx + draft tokens) per rank over 95 % of HBM): "
+        res.notes.append(f"{n_out:,} of {fits.size:,} configurations do not fit in GPU memory (the weights, or one request's KV "
+                         "cache x (ctx + draft tokens) in the engine's KV pool; engines without a pool: weights + the "
+                         "running requests' KV cache over 95 % of HBM): "
                          + ("ranked after those that do (fits_memory false)" if fits.any() else "none fits"))
     base_out = fits & ~columns["baseline_fits_memory"]
     if base_out.any():

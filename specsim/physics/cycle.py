@@ -390,15 +390,30 @@ def _copy(x):
 
 
 def running(p: Params, cap: str) -> Params:
-    """``p`` with ``batch`` the requests the engine runs at once: the offered batch, or the cap ``p[cap]``
-    (``running_cap`` for plain decode, ``spec_running_cap`` with speculation on) where it is smaller.
-    Requests past the cap wait in the queue; they add no work to a forward."""
-    b, c = p["batch"], p[cap]
-    if type(b) is float and type(c) is float:
+    """``p`` with ``batch`` the requests the engine runs at once: the offered batch, the cap ``p[cap]``
+    (``running_cap`` for plain decode, ``spec_running_cap`` with speculation on) or the requests whose KV cache its
+    pool holds at the context (:func:`kv_held`), whichever is smallest. Requests past them wait in the queue; they
+    add no work to a forward."""
+    b, c = p["batch"], np.minimum(p[cap], kv_held(p, cap == "spec_running_cap"))
+    if type(b) is float and np.ndim(c) == 0:
+        c = float(c)
         return p if b <= c else {**p, "batch": c}
     if np.all(np.less_equal(b, c)):
         return p
     return {**p, "batch": np.minimum(b, c)}
+
+
+def kv_held(p: Params, speculative: bool):
+    """Requests the engine's KV-cache pool holds at once at the context (:mod:`physics.memory`; ``NO_RUNNING_CAP``
+    where the engine keeps no pool model or the parameters predate one)."""
+    from .params import NO_RUNNING_CAP
+
+    if "kv_memory_rule" not in p:
+        return NO_RUNNING_CAP
+    from .cost import weight_bytes_per_rank
+    from .memory import kv_requests_held
+
+    return kv_requests_held(p, weight_bytes_per_rank(p), speculative=speculative, no_limit=NO_RUNNING_CAP)
 
 
 def _throughput(p: Params, tau) -> dict:

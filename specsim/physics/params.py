@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from .memory import KV_RULES
 from .moe import routing_skew_of
 from .rules import DTYPE_BYTES, MAX_ALLREDUCE_CHAIN
 
@@ -40,6 +41,7 @@ def gpu_params(g, dtypes, draft_dtype: str, block_scales: bool = True, engine=No
     return {
         **{k: own[k] if own.get(k) is not None else getattr(g, k) for k in GPU_MEASURED_ENGINE_FIELDS},
         "hbm_bytes_per_s": g.hbm_bytes_per_s,
+        "device_memory_bytes": g.device_memory_bytes or g.memory_bytes,
         "mem_efficiency": g.mem_efficiency,
         "flop_efficiency": g.flop_efficiency,
         "kernel_floor_us": g.kernel_floor_us,
@@ -239,6 +241,12 @@ def scenario_params(sc: Scenario) -> Params:
         # else the engine's speculative default)
         "running_cap": float(e.running_cap(False) or NO_RUNNING_CAP),
         "spec_running_cap": float(e.running_cap(True) or NO_RUNNING_CAP),
+        # the KV-cache pool the engine sizes at start-up, which bounds the requests it runs at once (physics.memory)
+        "kv_memory_rule": KV_RULES[e.kv_memory_rule],
+        "kv_memory_fraction": float(e.kv_memory_fraction or 0.0),
+        "kv_reserve_bytes": float(e.kv_reserve_bytes),
+        "kv_reserve_fraction": float(e.kv_reserve_fraction),
+        "kv_pool_tokens": float(e.kv_pool_tokens or 0),
         "capture_batch_sizes": np.array(sorted(e.capture_batch_sizes) or [0], dtype=float),
         "capture_token_sizes": np.array(sorted(e.capture_token_sizes or []), dtype=float),
         # speculation and workload

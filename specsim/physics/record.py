@@ -184,6 +184,11 @@ def checked_scenario(data: dict) -> Record | None:
     cap = eng.get("max_running_requests")
     if cap is not None and not (_is_int(cap) and in_limits("Engine.max_running_requests", cap)):
         return None
+    pool, frac = eng.get("kv_pool_tokens"), eng.get("kv_memory_fraction")
+    if pool is not None and not (_is_int(pool) and in_limits("Engine.kv_pool_tokens", pool)):
+        return None
+    if frac is not None and not (finite_number(frac) and in_limits("Engine.kv_memory_fraction", frac)):
+        return None
     lo, hi = CAPTURE_SIZES
     for sizes in (eng.get("capture_batch_sizes"), eng.get("capture_token_sizes")):
         if sizes is not None and not (isinstance(sizes, list) and all(_is_int(s) and lo <= s <= hi for s in sizes)):

@@ -37,12 +37,15 @@ LIMITS: dict[str, tuple[float, float]] = {
     "Workload.batch": (1, 1_000_000),
     "Workload.ctx": (0, 100_000_000),
     "Engine.max_running_requests": (1, 10_000_000),
+    "Engine.kv_pool_tokens": (1, 10_000_000_000),
+    "Engine.kv_memory_fraction": (0.01, 1.0),
 }
 #: a deployment flag -> the :data:`LIMITS` range its value must lie in
 FLAG_LIMITS: dict[str, str] = {
     "batch": "Workload.batch", "ctx": "Workload.ctx", "tp": "Parallel.tp", "steps": "Speculation.steps",
     "topk": "Speculation.topk", "draft-tokens": "Speculation.num_draft_tokens",
     "max-running-requests": "Engine.max_running_requests",
+    "kv-pool-tokens": "Engine.kv_pool_tokens", "mem-fraction": "Engine.kv_memory_fraction",
 }
 
 
@@ -64,7 +67,8 @@ def check_range(lo: float | None, hi: float | None, value, flag: str):
 
         lo_s = "" if lo is None else fmt_bound(lo)
         hi_s = "" if hi is None else fmt_bound(hi)
-        raise SpecsimError(flag, value, f"allowed: an integer in [{lo_s}, {hi_s}]" if lo is not None and hi is not None
+        what = "an integer" if float(lo if lo is not None else 0).is_integer() and float(hi if hi is not None else 0).is_integer() else "a number"
+        raise SpecsimError(flag, value, f"allowed: {what} in [{lo_s}, {hi_s}]" if lo is not None and hi is not None
                            else f"allowed: >= {lo_s}" if lo is not None else f"allowed: <= {hi_s}")
     return value
 

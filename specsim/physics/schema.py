@@ -152,6 +152,9 @@ class GPU(GPUMethods, _Model):
     name: str
     hbm_bytes_per_s: float = Field(ge=MIN_RATE, le=1e14, description="datasheet HBM bandwidth, bytes/s")
     memory_bytes: float = Field(ge=MIN_RATE, le=1e13, description="HBM capacity, bytes")
+    device_memory_bytes: float | None = Field(
+        None, ge=MIN_RATE, le=1e13, description="memory the CUDA runtime reports (torch total_memory), bytes: what an "
+                                                "engine's KV-pool rule starts from; None: memory_bytes")
     peak_flops: dict[str, float] = Field(description="dense peak FLOP/s per compute dtype")
     mem_efficiency: float = Field(0.78, ge=MIN_EFFICIENCY, le=1, description="achieved/datasheet HBM BW for large memory-bound GEMMs")
     flop_efficiency: float = Field(0.78, ge=MIN_EFFICIENCY, le=1, description="achieved/peak FLOP/s for large GEMMs")
@@ -569,6 +572,23 @@ class Engine(EngineMethods, _Model):
     spec_max_running_requests: int | None = Field(
         None, ge=1, le=10_000_000, description="the cap with speculation on when max_running_requests is not set (SGLang "
                                                "resets it to 48 for EAGLE); None: no cap below the batch")
+    kv_memory_rule: Literal["sglang", "vllm"] | None = Field(
+        None, description="how the engine sizes its KV-cache pool at start-up, which bounds the requests it runs at "
+                          "once (physics.memory); None: no pool model (a static cache sized to the batch)")
+    kv_memory_fraction: float | None = Field(
+        None, **bounds("Engine.kv_memory_fraction"), description="the launch's share of GPU memory for weights and KV cache (SGLang "
+                                      "--mem-fraction-static, vLLM --gpu-memory-utilization); None: the engine's default")
+    kv_reserve_bytes: float = Field(
+        0.0, ge=0, le=1e13, description="memory per GPU the pool rule leaves out besides its share: SGLang's CUDA context "
+                                        "before the weights load; vLLM's profile-run peak (activations, sampler, "
+                                        "non-torch memory)")
+    kv_reserve_fraction: float = Field(
+        0.0, ge=0, le=0.5, description="memory the pool rule leaves out in proportion to the GPU's memory, added to "
+                                       "kv_reserve_bytes (vLLM's profile run scales its token budget with the GPU class)")
+    kv_pool_tokens: int | None = Field(
+        None, **bounds("Engine.kv_pool_tokens"), description="tokens of KV cache per GPU as the launch's log gives them "
+                                                             "(SGLang max_total_num_tokens, vLLM 'GPU KV cache size'), "
+                                                             "in place of the modeled pool; None: modeled")
     capture_batch_sizes: list[int] = Field(
         default_factory=lambda: list(range(1, 9)) + list(range(10, 33, 2)) + list(range(40, 65, 4)) + list(range(72, 257, 8)),
         description="captured graph batch sizes; batches pad up to the next one",

@@ -215,9 +215,13 @@ def predict_run(requests: int, scenario=None, *, prompt_tokens: float | None = N
     check_run_lengths(prompt_tokens, output_tokens)
     accept_spread, output_spread = check_spread(accept_spread), check_spread(output_spread, "output-spread")
     sc = build_scenario(scenario, **overrides)
+    from ..physics.cycle import kv_held
+
     slots = sc.workload.batch
-    e = sc.engine  # the engine runs at most its cap at once: the rest queue for a free slot
-    spec_slots, base_slots = e.running_at_once(slots, True), e.running_at_once(slots, False)
+    e = sc.engine  # the engine runs at most its cap, and what its KV pool holds, at once: the rest queue for a slot
+    p0 = scenario_params(sc)
+    spec_slots = min(e.running_at_once(slots, True), int(kv_held(p0, True)))
+    base_slots = min(e.running_at_once(slots, False), int(kv_held(p0, False)))
     spec_ws, base_ws = waves(requests, spec_slots), waves(requests, base_slots)
     spec_spread = float(np.hypot(accept_spread, output_spread))  # independent spreads of one request's work
     spec_occ = occupancy(requests, spec_slots, round(spec_spread, 12))

@@ -112,21 +112,22 @@ def kv_bytes_per_rank(sc: Scenario, tokens_per_request=None, *, tp=None, batch=N
     broadcast (the sweep's memory fit), and the result is an array."""
     import numpy as np
 
+    from ..physics.memory import kv_token_bytes
     from ..physics.rules import DTYPE_BYTES
 
     t, a = sc.target, sc.target.attention
     tp = sc.parallel.tp if tp is None else tp
-    by = DTYPE_BYTES[t.dtypes.kv_cache]
-    if a.kind == "mla":
-        per_layer = (a.kv_lora_rank + a.qk_rope_head_dim) * by if sc.engine.mla_absorbed else (
-            a.num_heads / tp * (a.qk_nope_head_dim + a.qk_rope_head_dim + a.v_head_dim) * by)
-    else:
-        per_layer = 2 * np.maximum(a.num_kv_heads / tp, 1.0) * a.head_dim * by
+    per_token = kv_token_bytes({  # the one per-token rule (physics.memory), on the fields it reads
+        "tp": tp, "bytes_kv": DTYPE_BYTES[t.dtypes.kv_cache], "is_mla": float(a.kind == "mla"),
+        "num_kv_heads": float(a.num_kv_heads), "head_dim": float(a.head_dim), "num_layers": float(t.num_layers),
+        "kv_lora_rank": float(a.kv_lora_rank), "qk_rope_head_dim": float(a.qk_rope_head_dim),
+        "num_heads": float(a.num_heads), "qk_nope_head_dim": float(a.qk_nope_head_dim),
+        "v_head_dim": float(a.v_head_dim), "mla_absorbed": float(sc.engine.mla_absorbed)})
     w = tokens_per_request if tokens_per_request is not None else (sc.speculation.num_draft_tokens or 1)
     if batch is None:  # the requests running at once (speculation on): queued ones hold no KV cache
         batch = sc.engine.running_at_once(sc.workload.batch, True)
     c = sc.workload.ctx if ctx is None else ctx
-    kv = batch * (c + w) * per_layer * t.num_layers
+    kv = batch * (c + w) * per_token
     return kv if np.ndim(kv) else float(kv)
 
 

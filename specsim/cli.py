@@ -137,7 +137,7 @@ KvPoolOpt = typer.Option(None, "--kv-pool-tokens", help="KV-cache tokens per GPU
                          "(SGLang max_total_num_tokens, vLLM 'GPU KV cache size'): requests past what they hold at "
                          "the context wait in the queue (default: modeled from the engine's memory rule)")
 MemFractionOpt = typer.Option(None, "--mem-fraction", help="the launch's share of GPU memory for weights and KV cache "
-                              "(SGLang --mem-fraction-static, vLLM --gpu-memory-utilization), in (0, 1] (default: "
+                              "(SGLang --mem-fraction-static, vLLM --gpu-memory-utilization), in [0.01, 1] (default: "
                               "the engine's own rule)")
 JsonOpt = typer.Option(False, "--json", help="print one JSON object instead of text")
 

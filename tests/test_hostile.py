@@ -956,7 +956,8 @@ def test_the_baseline_the_kv_pool_cannot_hold_runs_what_it_holds_and_says_so(run
     d = run_json("predict", "--model", "llama-3.1-8b", "--gpu", "h100", "--tp", "1", "--batch", "256", "--ctx", "4096")
     held = d["baseline_running_requests"]
     assert 90 <= held <= 110 and d["running_requests"] == 48, (held, d["running_requests"])
-    assert any(f"{held} without; the rest wait in the queue" in w for w in d["warnings"]), d["warnings"]
+    assert any(f"{held} at once without (the pool)" in w for w in d["warnings"]), d["warnings"]
+    assert any(f"plain decode runs {held} (what its KV pool holds)" in w for w in d["warnings"]), d["warnings"]
     at_held = run_json("predict", "--model", "llama-3.1-8b", "--gpu", "h100", "--tp", "1", "--batch", str(held),
                        "--ctx", "4096")
     assert at_held["baseline_tok_s"] == pytest.approx(d["baseline_tok_s"], rel=1e-9)

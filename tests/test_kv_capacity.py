@@ -126,3 +126,46 @@ def test_bad_pool_flags_are_one_line_errors(run_cli, flag, value, allowed):
     code, out, err = run_cli("predict", "--model", "llama-3.1-8b", "--gpu", "h100", flag, value)
     assert code == 2 and allowed in err and flag.lstrip("-") in err and not out, (out, err)
     assert "Traceback" not in err and len(err.strip().splitlines()) == 1, err
+
+
+def test_calibrate_reads_a_long_context_baseline_with_the_requests_the_pool_holds(run_cli, tmp_path):
+    """predict -> calibrate -> predict: at ctx 32,768 a batch of 64 runs 12 at once; the measured baseline tok/s is of
+    those 12 (it was fitted as if 64 ran: 20 % low after the round trip)."""
+    from specsim.analysis.predict import predict
+
+    kw = {"model": "llama-3.1-8b", "gpu": "h100", "tp": 1, "batch": 64, "ctx": 32768}
+    base = predict(build_scenario(**kw)).baseline_tok_s
+    out = tmp_path / "c.json"
+    code, _, err = run_cli("calibrate", "--model", "llama-3.1-8b", "--gpu", "h100", "--tp", "1", "--batch", "64", "--ctx",
+                           "32768", "--point", "4=89.5", "--point", "7=96", "--baseline-tok-s", f"{base:.4f}", "--out", str(out))
+    assert code == 0, err
+    again = predict(build_scenario(str(out)))
+    assert again.baseline_running_requests == 12 and again.baseline_tok_s == pytest.approx(base, rel=0.02)
+
+
+@pytest.mark.parametrize("lever", [("gpu", "--to", "h200"), ("tp", "--to", "2"), ("quant", "--dtype", "fp8")])
+def test_a_whatif_that_changes_memory_models_the_new_pool(run_json, lever):
+    args = ("--model", "llama-3.1-8b", "--gpu", "h100", "--tp", "1", "--batch", "64", "--ctx", "32768")
+    modeled = run_json("whatif", *lever, *args)
+    given = run_json("whatif", *lever, *args, "--kv-pool-tokens", "400000")
+    assert given["before"]["running_requests"] == 400000 // 32772
+    assert given["after"]["running_requests"] == modeled["after"]["running_requests"] > 12
+
+
+def test_a_pool_the_gpu_cannot_hold_and_a_fraction_with_no_pool_are_warned_about(run_json):
+    d = run_json("predict", "--model", "llama-3.1-8b", "--gpu", "h100", "--tp", "1", "--kv-pool-tokens", "10000000000")
+    assert any("more than the" in w and "the weights leave" in w for w in d["warnings"])
+    d = run_json("predict", "--model", "llama-3.1-8b", "--gpu", "h100", "--engine", "hf-transformers", "--mem-fraction", "0.05")
+    assert any("sizes no KV-cache pool" in w for w in d["warnings"])
+
+
+@settings(max_examples=40, deadline=None)
+@given(engine=st.sampled_from(["sglang", "vllm", "vllm-v0", "hf-transformers"]), ctx=st.integers(0, 300_000),
+       spec=st.booleans(), frac=st.one_of(st.none(), st.floats(0.05, 1.0)), gpu=st.sampled_from(["h100", "rtx3090", "h200"]))
+def test_the_scalar_path_is_the_array_path(engine, ctx, spec, frac, gpu):
+    from specsim.physics.memory import kv_requests_held
+
+    p, w = _p(engine=engine, ctx=ctx, gpu=gpu, mem_fraction=frac)
+    one = kv_requests_held(p, w, speculative=spec, no_limit=NO_RUNNING_CAP)
+    arr = kv_requests_held({**p, "ctx": np.array([float(ctx)])}, w, speculative=spec, no_limit=NO_RUNNING_CAP)
+    assert type(one) is float and one == float(arr[0])

@@ -489,6 +489,13 @@ def build_scenario(
     if dtype is not None:
         apply_dtype(data["target"], dtype)
         data["name"] = f"{data['name']}+dtype={dtype}"
+    eng = data["engine"]
+    if (isinstance(eng, dict) and eng.get("kv_pool_tokens") is not None and kv_pool_tokens is None
+            and (gpu is not None or dtype is not None or tp is not None and tp != sc.parallel.tp)):
+        eng["kv_pool_tokens"] = None  # a launch log's pool belongs to its GPU, TP and weights: model the new one
+        eng.setdefault("sources", {})["kv_pool_tokens"] = "None: modeled (the launch's figure was for another GPU, TP or dtype)"
+        notes.append(f"the KV pool of {eng_pool_note(sc)} tokens (--kv-pool-tokens) belonged to the deployment before "
+                     "this change of GPU, TP or dtype: the new one's is modeled")
     if routing_skew is not None:
         _apply_routing_skew(data["target"], routing_skew)
     if isinstance(data["target"], dict):  # (kept as validated objects, the deployment's TP was checked when built)
@@ -670,6 +677,10 @@ def _apply_run_overrides(data: dict, notes: list[str], fresh_acceptance: bool, m
     if mem_fraction is not None:
         data["engine"]["kv_memory_fraction"] = float(check_limit("Engine.kv_memory_fraction", mem_fraction, "mem-fraction"))
         data["engine"].setdefault("sources", {})["kv_memory_fraction"] = f"--mem-fraction {mem_fraction} (user)"
+
+
+def eng_pool_note(sc) -> str:
+    return f"{sc.engine.kv_pool_tokens:,}"
 
 
 def _apply_routing_skew(target: dict, skew: float) -> None:

@@ -20,7 +20,7 @@ from typing import NamedTuple
 import numpy as np
 
 from ..errors import SpecsimError, fmt_bound, fmt_range
-from ..physics.cycle import baseline_step_ms, cycle_ms, cycle_phases_ms, verify_breakdown
+from ..physics.cycle import baseline_step_ms, cycle_ms, cycle_phases_ms, running, verify_breakdown
 from ..physics.operators import ACT_BYTES
 from ..physics.params import allreduce_path_params, scenario_params
 from ..physics.schema import Scenario
@@ -275,7 +275,8 @@ def _model_values(p: dict, verify_pts, baseline_ms, cycles, per_set: tuple[str, 
                               ctx=np.tile(cs, sets))["total"]
         cols.append(np.broadcast_to(vb, (sets * n,)).reshape(sets, n))
     if baseline_ms is not None:
-        cols.append(np.broadcast_to(baseline_step_ms(p)["total"], (sets,)).reshape(sets, 1))
+        # the requests plain decode runs at once: the batch, the engine's cap, what its KV pool holds
+        cols.append(np.broadcast_to(baseline_step_ms(running(p, "running_cap"))["total"], (sets,)).reshape(sets, 1))
     if cycles:
         cols.append(_cycle_values(p, cycles, sets, each))
     out = np.concatenate(cols, axis=1).astype(float) if cols else np.empty((sets, 0))
@@ -295,10 +296,11 @@ def _cycle_values(p: dict, cycles: list[dict], sets: int, each) -> np.ndarray:
         n = len(sel)
         steps = np.array([float(c["steps"]) for c in sel])
         q = each(n)
-        # a benchmark's client batch runs at most the engine's speculative cap at once (the rest queue)
-        batch = np.minimum([float(c.get("batch") or p["batch"]) for c in sel], p["spec_running_cap"])
+        # a benchmark's client batch runs at most the engine's speculative cap, and what its KV pool holds, at once
+        batch = np.array([float(c.get("batch") or p["batch"]) for c in sel])
         q.update(steps=np.tile(steps, sets), topk=topk, batch=np.tile(batch, sets),
                  num_draft_tokens=np.tile([float(c.get("num_draft_tokens") or (c["steps"] + 1)) for c in sel], sets))
+        q = running(q, "spec_running_cap")
         tau = np.tile([float(c["accept_length"]) for c in sel], sets)
         out[:, idx] = np.broadcast_to(cycle_ms(cycle_phases_ms(q, tau)), (sets * n,)).reshape(sets, n)
     return out
@@ -352,7 +354,7 @@ def fit(
     if baseline_tok_s is not None:
         if not baseline_tok_s > 0:
             raise SpecsimError("baseline-tok-s", baseline_tok_s, "must be a positive tokens/s")
-        base_ms = sc.engine.running_at_once(sc.workload.batch, False) / baseline_tok_s * 1e3
+        base_ms = float(running(p0, "running_cap")["batch"]) / baseline_tok_s * 1e3  # per step of those running
         meas.append(base_ms)
     meas += [float(c["cycle_ms"]) for c in cycles]
     flag_of = {"verify": "point", "baseline": "baseline_tok_s", "cycle": "cycle", **(fields or {})}  # for error lines

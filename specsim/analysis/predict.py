@@ -164,6 +164,9 @@ def scenario_warnings(sc: Scenario, p: dict | None = None) -> list[str]:
                    f"{mem / 1e9:.0f} GB of a {sc.gpu.name} leaves room for (KV cache, graphs)")
     elif sc.engine.kv_memory_rule is not None or sc.engine.kv_pool_tokens is not None:
         out += kv_pool_warnings(sc, p, weights)
+    elif sc.engine.kv_memory_fraction is not None:
+        out.append(f"{sc.engine.name} sizes no KV-cache pool (a static cache sized to the batch): --mem-fraction "
+                   f"{sc.engine.kv_memory_fraction} changes nothing here")
     elif weights + kv > USABLE_MEMORY_FRACTION * mem:
         run = sc.engine.running_at_once(sc.workload.batch, True)
         out.append(f"weights ({weights / 1e9:.0f} GB) + KV cache for {run} running requests x ctx {sc.workload.ctx} "
@@ -196,27 +199,38 @@ def scenario_warnings(sc: Scenario, p: dict | None = None) -> list[str]:
 
 def kv_pool_warnings(sc: Scenario, p: dict, weights: float) -> list[str]:
     """The batch past what the engine's KV-cache pool holds at the context (``physics.memory``): it waits in the
-    queue, and a request the pool cannot hold at all does not run."""
+    queue; a request the pool cannot hold at all does not run; a launch's pool larger than the GPU can hold."""
     from ..physics.cycle import kv_held
-    from ..physics.memory import kv_pool_tokens
+    from ..physics.memory import kv_pool_tokens, kv_token_bytes
 
     e, w = sc.engine, sc.workload
     width = sc.speculation.num_draft_tokens or 1
     pool_s, pool_b = (kv_pool_tokens(p, weights, speculative=spec) for spec in (True, False))
     whence = ("the launch's --kv-pool-tokens" if e.kv_pool_tokens is not None else
-              f"modeled from {e.name.split(' ')[0]}'s memory rule" + (f" at --mem-fraction {e.kv_memory_fraction}"
-                                                                      if e.kv_memory_fraction is not None else ""))
+              "modeled from the engine's memory rule" + (f" at --mem-fraction {e.kv_memory_fraction}"
+                                                         if e.kv_memory_fraction is not None else ""))
+    out = []
+    room = p["device_memory_bytes"] - weights
+    if e.kv_pool_tokens is not None and e.kv_pool_tokens * kv_token_bytes(p) > room:
+        out.append(f"--kv-pool-tokens {e.kv_pool_tokens:,} needs {e.kv_pool_tokens * kv_token_bytes(p) / 1e9:,.1f} GB of "
+                   f"KV cache per GPU, more than the {max(room, 0) / 1e9:,.1f} GB the weights leave on a {sc.gpu.name}: "
+                   "check the figure (tokens per GPU, from this launch's log)")
     if pool_s < w.ctx + width:
-        return [f"the KV-cache pool ({pool_s:,.0f} tokens per GPU, {whence}) cannot hold one request at ctx {w.ctx} "
-                f"(+{width} draft tokens): this workload does not fit (the numbers assume one runs)"]
+        return out + [f"the KV-cache pool ({pool_s:,.0f} tokens per GPU, {whence}) cannot hold one request at ctx "
+                      f"{w.ctx} (+{width} draft tokens): this workload does not fit (the numbers assume one runs)"]
     held_s, held_b = int(kv_held(p, True)), int(kv_held(p, False))
     want_s, want_b = e.running_at_once(w.batch, True), e.running_at_once(w.batch, False)
     if held_s >= want_s and held_b >= want_b:
-        return []
-    return [f"the KV-cache pool holds {pool_s:,.0f} tokens per GPU with speculation and {pool_b:,.0f} without "
-            f"({whence}; SGLang's max_total_num_tokens, vLLM's 'GPU KV cache size'): at ctx {w.ctx} that is "
-            f"{min(held_s, want_s)} of the batch's {w.batch} requests at once with speculation and {min(held_b, want_b)} "
-            "without; the rest wait in the queue (--kv-pool-tokens takes your log's figure)"]
+        return out
+
+    def runs(held, want, what):
+        return (f"{held} at once {what} (the pool)" if held < want else
+                f"{want} {what} (the engine's cap)" if want < w.batch else f"all {w.batch} {what}")
+
+    return out + [f"the KV-cache pool holds {pool_s:,.0f} tokens per GPU with speculation and {pool_b:,.0f} without "
+                  f"({whence}; SGLang's max_total_num_tokens, vLLM's 'GPU KV cache size'): at ctx {w.ctx} the batch of "
+                  f"{w.batch} runs {runs(held_s, want_s, 'with speculation')} and {runs(held_b, want_b, 'without')}; "
+                  "the rest wait in the queue (--kv-pool-tokens takes your log's figure)"]
 
 
 def running_cap_warnings(sc: Scenario, p: dict | None = None) -> list[str]:
@@ -231,9 +245,11 @@ def running_cap_warnings(sc: Scenario, p: dict | None = None) -> list[str]:
     if e.max_running_requests:
         return [f"{e.name} runs at most {cap} requests at once (the launch's --max-running-requests): {b - cap} of the "
                 f"batch of {b} wait in the queue, speculation on or off"]
+    base = b if p is None else min(b, int(kv_held(p, False)))
+    plain = f"all {b}" if base == b else f"{base} (what its KV pool holds)"
     return [f"{e.name} runs at most {cap} requests at once (its default with speculation on, as --max-running-requests "
             f"is not set): with speculation {b - cap} of the batch of {b} wait in the queue, and speculative tok/s is that "
-            f"of {cap} running while plain decode runs all {b}; give --max-running-requests to model a launch that raises it"]
+            f"of {cap} running while plain decode runs {plain}; give --max-running-requests to model a launch that raises it"]
 
 
 def evaluate(sc: Scenario | Record) -> Prediction:

@@ -327,6 +327,9 @@ def sweep(
     # speculative run: the same rule, the same for every (steps, topk, draft_tokens)
     kv_base = kv_bytes_per_rank(sc, 1, tp=p["tp"], batch=running(p, "running_cap")["batch"], ctx=p["ctx"])
     base_fits = np.broadcast_to(workload_fits(p, weights, mem, fits_memory(weights, kv_base, mem), 1.0, False), full)
+    from ..physics.cycle import kv_held
+
+    pooled_rows, fewest_held = 0, np.inf  # rows where the KV pool, not the batch or the cap, bounds a run
     for i, (s, k, d) in enumerate(combos):
         if k == 1:
             tau = 1.0 + np.cumprod(rates[:, :s], axis=1).sum(axis=1)
@@ -353,6 +356,14 @@ def sweep(
         col["verify_ms"][...] = phases["verify"]
         kv = kv_bytes_per_rank(sc, d, tp=p["tp"], batch=running_batch, ctx=p["ctx"])
         col["fits_memory"][...] = workload_fits(q, weights, mem, fits_memory(weights, kv, mem), float(d), True)
+        pooled = np.zeros(full, dtype=bool)
+        for spec, cap in ((True, "spec_running_cap"), (False, "running_cap")):
+            held = np.broadcast_to(kv_held(q, spec), full)
+            short = held < np.broadcast_to(np.minimum(q["batch"], q[cap]), full)
+            if short.any():
+                fewest_held = min(fewest_held, float(held[short].min()))
+            pooled |= short
+        pooled_rows += int(pooled.sum())
         col["baseline_fits_memory"][...] = base_fits
         if show:
             done = (i + 1) / len(combos)
@@ -377,15 +388,11 @@ def sweep(
                          + (" (--max-running-requests), speculation on or off" if e.max_running_requests else
                             " with speculation on (its default; plain decode runs the whole batch)")
                          + f": rows of batch above {cap} are modeled with {cap} running and the rest queued")
-    from ..physics.cycle import kv_held
-
-    held = np.broadcast_to(np.minimum(kv_held(p, True), kv_held(p, False)), full)
-    pooled = held < np.broadcast_to(p["batch"], full)
-    if pooled.any():
-        res.notes.append(f"{int(pooled.sum()) * len(combos):,} of {len(combos) * n_grid:,} configurations ask for more requests than "
-                         "the engine's KV-cache pool holds at their context (physics.memory): they run what it holds, "
-                         f"as few as {int(held[pooled].min())}, and the rest wait in the queue (--kv-pool-tokens takes "
-                         "your launch log's figure)")
+    if pooled_rows:
+        res.notes.append(f"{pooled_rows:,} of {len(combos) * n_grid:,} configurations ask for more requests than the "
+                         "engine's KV-cache pool holds at their context (physics.memory): they run what it holds, as few "
+                         f"as {int(fewest_held)}, and the rest wait in the queue (--kv-pool-tokens takes your launch "
+                         "log's figure)")
     fits = columns["fits_memory"]
     if not fits.all():
         n_out = int(fits.size - fits.sum())

@@ -198,6 +198,10 @@ def whatif_quant(scenario=None, *, dtype: str, target: str | None = None, **over
     def quantise(d: dict) -> None:
         d["target"]["dtypes"].update({k: dtype for k in keys})
         d["target"]["name"] = dtype_tagged_name(d["target"]["name"], tag)
+        if d["engine"].get("kv_pool_tokens") is not None:  # a launch log's pool belongs to the weights it loaded
+            d["engine"]["kv_pool_tokens"] = None
+            d["notes"] = [*d.get("notes", []), f"the KV pool of {before.engine.kv_pool_tokens:,} tokens "
+                          "(--kv-pool-tokens) belonged to the weights before quantising: the new one's is modeled"]
 
     after = edit_scenario(before, quantise)
     return compare(before, after, "quant", f"{target} weights -> {dtype}")

@@ -18,11 +18,12 @@ import os
 
 import numpy as np
 
-from .cost import draft_forward_ms, target_forward_ms
+from .cost import draft_forward_ms, target_forward_ms, weight_bytes_per_rank
+from .memory import kv_requests_held
 from .numeric import maximum as _maximum
 from .numeric import num as _num
 from .operators import FLAT, LOGIT_BYTES, batch_expansion, host_planned_tree, memo
-from .params import Params
+from .params import NO_RUNNING_CAP, Params
 
 PHASES = ("draft", "verify", "accept", "draft_extend", "host")
 
@@ -389,12 +390,12 @@ def _copy(x):
     return x.copy() if isinstance(x, np.ndarray) else x
 
 
-def running(p: Params, cap: str) -> Params:
+def running(p: Params, cap: str, weights=None) -> Params:
     """``p`` with ``batch`` the requests the engine runs at once: the offered batch, the cap ``p[cap]``
     (``running_cap`` for plain decode, ``spec_running_cap`` with speculation on) or the requests whose KV cache its
     pool holds at the context (:func:`kv_held`), whichever is smallest. Requests past them wait in the queue; they
-    add no work to a forward."""
-    b, c = p["batch"], np.minimum(p[cap], kv_held(p, cap == "spec_running_cap"))
+    add no work to a forward. ``weights``: the target's bytes per rank, where the caller has them."""
+    b, c = p["batch"], np.minimum(p[cap], kv_held(p, cap == "spec_running_cap", weights))
     if type(b) is float and np.ndim(c) == 0:
         c = float(c)
         return p if b <= c else {**p, "batch": c}
@@ -403,23 +404,25 @@ def running(p: Params, cap: str) -> Params:
     return {**p, "batch": np.minimum(b, c)}
 
 
-def kv_held(p: Params, speculative: bool):
+def kv_held(p: Params, speculative: bool, weights=None):
     """Requests the engine's KV-cache pool holds at once at the context (:mod:`physics.memory`; ``NO_RUNNING_CAP``
     where the engine keeps no pool model or the parameters predate one)."""
-    from .params import NO_RUNNING_CAP
-
-    if "kv_memory_rule" not in p:
+    if "kv_memory_rule" not in p or _no_pool(p):
         return NO_RUNNING_CAP
-    from .cost import weight_bytes_per_rank
-    from .memory import kv_requests_held
+    return kv_requests_held(p, weight_bytes_per_rank(p) if weights is None else weights, speculative=speculative,
+                            no_limit=NO_RUNNING_CAP)
 
-    return kv_requests_held(p, weight_bytes_per_rank(p), speculative=speculative, no_limit=NO_RUNNING_CAP)
+
+def _no_pool(p: Params) -> bool:
+    rule, given = p["kv_memory_rule"], p["kv_pool_tokens"]
+    return type(rule) is float and type(given) is float and rule == 0.0 and given <= 0.0
 
 
 def _throughput(p: Params, tau) -> dict:
     # the decode step is the same for any steps/topk/draft tokens, the cycle's GPU phases for any
     # accept length: one scenario evaluated again (a what-if or sweep over tau) reuses them
-    ps, pb = running(p, "spec_running_cap"), running(p, "running_cap")
+    w = None if "kv_memory_rule" not in p or _no_pool(p) else weight_bytes_per_rank(p)
+    ps, pb = running(p, "spec_running_cap", w), running(p, "running_cap", w)
     key = _baseline_key(ps)
     key_b = key if pb is ps else _baseline_key(pb)
     spec = tuple(ps[k] for k in sorted(_SPEC_ONLY))

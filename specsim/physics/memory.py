@@ -10,6 +10,8 @@ All sizes here are bytes per TP rank; arrays broadcast (the sweep's axes)."""
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from .numeric import scalars as _scalars
@@ -108,6 +110,31 @@ def kv_requests_held(p, weights, *, speculative: bool, no_limit: float):
     draft tokens with speculation, one without), at least 1 (one that does not fit still runs, in the model, and
     predict warns); ``no_limit`` where the engine keeps no model of its pool (kv_memory_rule 0)."""
     width = p["num_draft_tokens"] if speculative else 1.0
+    if _scalars(p["device_memory_bytes"], p["tp"], p["ctx"], width, weights, p["kv_memory_rule"]):
+        return _held_scalar(p, float(weights), speculative, float(width), no_limit)
     held = np.maximum(np.floor(kv_pool_tokens(p, weights, speculative=speculative) / (p["ctx"] + width)), 1.0)
     out = np.where((p["kv_memory_rule"] == KV_RULE_NONE) & (p["kv_pool_tokens"] <= 0), no_limit, held)
     return float(out) if np.ndim(out) == 0 else out
+
+
+def _held_scalar(p, weights: float, speculative: bool, width: float, no_limit: float) -> float:
+    """:func:`kv_requests_held` for one scenario in float arithmetic (the per-call path of predict): the same rules."""
+    rule, given = float(p["kv_memory_rule"]), float(p["kv_pool_tokens"])
+    if rule == KV_RULE_NONE and given <= 0:
+        return no_limit
+    if given > 0:
+        tokens = given
+    else:
+        mem, frac = float(p["device_memory_bytes"]), float(p["kv_memory_fraction"])
+        reserve = float(p["kv_reserve_bytes"]) + float(p["kv_reserve_fraction"]) * mem
+        per_token = float(kv_token_bytes(p))
+        if rule == KV_RULE_VLLM:
+            pool = (frac if frac > 0 else VLLM_GPU_MEMORY_UTILIZATION) * mem - weights - reserve
+            if speculative:
+                pool -= float(draft_weight_bytes(p))
+                per_token += float(kv_token_bytes(p, draft=True))
+        else:
+            f = frac if frac > 0 else float(sglang_mem_fraction_static(mem, float(p["tp"]), speculative))
+            pool = (mem - reserve) * f - weights
+        tokens = math.floor(max(pool, 0.0) / per_token)
+    return float(max(math.floor(tokens / (float(p["ctx"]) + width)), 1.0))

@@ -629,6 +629,10 @@ def ingest(
     rates = res.acceptance_rates()
     if rates:
         typer.echo("per-position conditional acceptance: " + ", ".join(f"{r:.3f}" for r in rates))
+    if res.kv_pools:
+        pools = ", ".join(f"{t:,}" for t in res.kv_pools)
+        typer.echo(f"KV-cache pool per GPU: {pools} tokens (pass --kv-pool-tokens {res.kv_pools[-1]} to predict/sweep"
+                   + (": the files hold several launches" if len(res.kv_pools) > 1 else "") + ")")
     typer.echo(f"formats: {res.formats}; lines: {res.lines_total} read, {res.lines_skipped} skipped (corrupt), "
                f"{res.lines_ignored} unrelated, {res.lines_idle} idle/warm-up decode lines dropped")
 

@@ -169,3 +169,22 @@ def test_the_scalar_path_is_the_array_path(engine, ctx, spec, frac, gpu):
     one = kv_requests_held(p, w, speculative=spec, no_limit=NO_RUNNING_CAP)
     arr = kv_requests_held({**p, "ctx": np.array([float(ctx)])}, w, speculative=spec, no_limit=NO_RUNNING_CAP)
     assert type(one) is float and one == float(arr[0])
+
+
+def test_ingest_reads_the_pool_a_startup_prints(run_cli, tmp_path):
+    """SGLang's 'KV Cache is allocated. #tokens' and 'max_total_num_tokens=', vLLM's 'GPU KV cache size: N tokens'
+    (thousands with commas): the distinct pools in order, malformed lines skipped and counted."""
+    log = tmp_path / "server.log"
+    log.write_text("\n".join([
+        "[2025-03-25 16:37:06 TP0] KV Cache is allocated. #tokens: 442750, K size: 27.02 GB, V size: 27.02 GB",
+        "[2025-03-25 16:37:06 TP0] max_total_num_tokens=442750, chunked_prefill_size=8192, max_running_requests=4096",
+        "(EngineCore pid=1) INFO 08-18 14:15:02 [kv_cache_utils.py:1733] GPU KV cache size: 215,401 tokens",
+        "GPU KV cache size: lots tokens",
+        "max_total_num_tokens=0, context_len=8192",
+    ]) + "\n")
+    from specsim.io.ingest import ingest_files
+
+    res = ingest_files([log])
+    assert res.kv_pools == [442_750, 215_401] and res.formats == {"kv_pool": 3} and res.lines_skipped == 2
+    code, out, _ = run_cli("ingest", str(log))
+    assert code == 0 and "KV-cache pool per GPU: 442,750, 215,401 tokens (pass --kv-pool-tokens 215401" in out

@@ -256,6 +256,8 @@ class IngestResult:
     spec_config: dict | None  # {"steps", "topk", "num_draft_tokens"} from server args, or None
     lines_idle: int = 0
     records_not_stored: int = 0
+    # KV-cache pool per GPU (tokens) from the engine's startup lines, in the order first seen (distinct values)
+    kv_pools: list[int] = field(default_factory=list)
     # spec config in force (per file, at that line) for each entry of ``decode``
     _decode_spec: list[dict | None] = field(default_factory=list, repr=False, compare=False)
     _groups: dict[tuple[Any, ...], _Group] = field(default_factory=dict, repr=False, compare=False)
@@ -386,6 +388,7 @@ class IngestResult:
             "records_not_stored": self.records_not_stored,
             "overlap_scheduler": self.overlap_scheduler,
             "spec_config": dict(self.spec_config) if self.spec_config else None,
+            "kv_pool_tokens": list(self.kv_pools),
             "decode": [rec(r) for r in self.decode],
             "captures": [rec(r) for r in self.captures],
             "bench": [rec(r) for r in self.bench],
@@ -662,6 +665,11 @@ _CAPTURE_RE = re.compile(
     r"Capture (?:(target|draft) )?(?:(decode|verify|extend|prefill) )?(?:cuda|CUDA) graph "
     r"(begin|end|bs)\b", _A)
 _AVAIL_RE = re.compile(r"avail mem=(" + _FLOAT + r") GB", _A)
+#: the KV-cache pool per GPU a startup prints: SGLang's "KV Cache is allocated. #tokens: N" and
+#: "max_total_num_tokens=N", vLLM V1's "GPU KV cache size: N tokens" (thousands separated by commas)
+_KV_POOL_RE = re.compile(r"(?:KV Cache is allocated\. #tokens: |max_total_num_tokens=|GPU KV cache size: )"
+                         r"([0-9]{1,3}(?:,[0-9]{3})+|[0-9]{1,13})\b", _A)
+MAX_KV_POOLS = 64  # distinct pool sizes kept (one per launch in the files; more is not one deployment)
 _USAGE_RE = re.compile(r"mem usage=(" + _FLOAT + r") GB", _A)
 _ELAPSED_RE = re.compile(
     r"(?:Time elapsed: (" + _FLOAT + r") s\.|elapsed=(" + _FLOAT + r") s,)", _A)
@@ -998,7 +1006,8 @@ _BLOCK_STRIDE = 5  # re.split pieces per record: the text before it, then the 4 
 # A line containing none of these is 'ignored' by _State._line and changes no state (JSON,
 # decode, capture, vLLM, overlap-scheduler and server-args lines all contain one; so does the
 # over-long-line marker).
-_MARKERS = ("Decode batch", "speculative", "verlap", "{", "Capture ", "metrics: ", "\x00")
+_MARKERS = ("Decode batch", "speculative", "verlap", "{", "Capture ", "metrics: ", "\x00", "KV Cache is allocated",
+            "max_total_num_tokens=", "GPU KV cache size:")
 _MIN_RUN = 32  # shorter runs of decode lines take the per-line path (numpy has a fixed cost)
 
 
@@ -1063,6 +1072,7 @@ class _State:
         self.overlap_explicit: bool | None = None
         self.overlap_from_args: bool | None = None
         self.spec_config: dict | None = None
+        self.kv_pools: list[int] = []
         self.cur_spec: dict | None = None  # per file
         self.prev_decode: tuple[str, float] | None = None  # per file: (timestamp, tok/s per request)
         self._rng = random.Random(0x5EC5)
@@ -1377,6 +1387,17 @@ class _State:
             return "parsed"
         if "Decode batch" in line:
             return self._decode_line(line)
+        if "KV Cache is allocated" in line or "max_total_num_tokens=" in line or "GPU KV cache size:" in line:
+            m = _KV_POOL_RE.search(line)
+            if m is None:
+                return "skipped"
+            tokens = int(m.group(1).replace(",", ""))
+            if tokens <= 0:
+                return "skipped"
+            if tokens not in self.kv_pools and len(self.kv_pools) < MAX_KV_POOLS:
+                self.kv_pools.append(tokens)
+            self.formats["kv_pool"] += 1
+            return "parsed"
         if "Capture " in line and " graph " in line:
             m = _CAPTURE_RE.search(line)
             if m:
@@ -1646,6 +1667,7 @@ class _State:
             lines_ignored=self.lines_ignored,
             overlap_scheduler=overlap,
             spec_config=self.spec_config,
+            kv_pools=list(self.kv_pools),
             lines_idle=self.idle + dropped,
             records_not_stored=self.not_stored,
             _decode_spec=[t[1] for t in store],

@@ -188,3 +188,18 @@ def test_ingest_reads_the_pool_a_startup_prints(run_cli, tmp_path):
     assert res.kv_pools == [442_750, 215_401] and res.formats == {"kv_pool": 3} and res.lines_skipped == 2
     code, out, _ = run_cli("ingest", str(log))
     assert code == 0 and "KV-cache pool per GPU: 442,750, 215,401 tokens (pass --kv-pool-tokens 215401" in out
+
+
+def test_a_scenario_file_saved_before_the_pool_model_takes_its_engine_presets(run_cli, run_json, tmp_path):
+    new, old = tmp_path / "new.json", tmp_path / "old.json"
+    code, _, err = run_cli("scenario", "dump", "--model", "llama-3.1-8b", "--gpu", "h100", "--tp", "1", "--batch", "64",
+                           "--ctx", "32768", "-o", str(new))
+    assert code == 0, err
+    d = json.loads(new.read_text())
+    for k in ("kv_memory_rule", "kv_reserve_bytes", "kv_reserve_fraction", "kv_memory_fraction", "kv_pool_tokens"):
+        d["engine"].pop(k)
+        d["engine"]["sources"].pop(k, None)
+    old.write_text(json.dumps(d))
+    a, b = run_json("predict", "-s", str(new)), run_json("predict", "-s", str(old))
+    assert a["running_requests"] == b["running_requests"] == 12 and a["tok_s"] == b["tok_s"]
+    assert any("predates the KV-pool model" in w for w in b["warnings"])

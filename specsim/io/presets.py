@@ -100,4 +100,28 @@ def load_scenario(name_or_file: str | None = None) -> Scenario:
     data = read_json_file(name, "scenario", allow_stdin=True)
     if not isinstance(data, dict):
         raise SpecsimError("scenario", name, "must hold a JSON object")
-    return scenario_from_dict(data, f"scenario {path.name}")
+    return scenario_from_dict(with_kv_pool_fields(data), f"scenario {path.name}")
+
+
+#: the engine fields of the KV-pool model (session 29): a scenario file saved before them takes its engine preset's
+KV_POOL_FIELDS = ("kv_memory_rule", "kv_reserve_bytes", "kv_reserve_fraction")
+
+
+def with_kv_pool_fields(data: dict) -> dict:
+    """``data`` whose engine, written before the KV-pool fields existed (none of :data:`KV_POOL_FIELDS`), takes
+    them from the engine preset of the same name, with a note; anything else is returned as it is."""
+    eng = data.get("engine")
+    if not isinstance(eng, dict) or any(k in eng for k in KV_POOL_FIELDS) or not isinstance(eng.get("name"), str):
+        return data
+    from .packagedata import engine_entry
+
+    key = preset_key("engines", eng["name"])
+    if key is None:
+        return data
+    preset = engine_entry(key)
+    sources = {**(eng.get("sources") or {}), **{k: preset["sources"][k] + " (the engine preset's: this file predates "
+                                                 "the field)" for k in KV_POOL_FIELDS if k in preset.get("sources", {})}}
+    new_eng = {**eng, **{k: preset[k] for k in KV_POOL_FIELDS if k in preset}, "sources": sources}
+    notes = [*(data.get("notes") or []), f"the scenario file predates the KV-pool model: its engine takes the "
+             f"{eng['name']} preset's pool rule ({preset.get('kv_memory_rule')})"]
+    return {**data, "engine": new_eng, "notes": notes}

@@ -203,3 +203,10 @@ def test_a_scenario_file_saved_before_the_pool_model_takes_its_engine_presets(ru
     a, b = run_json("predict", "-s", str(new)), run_json("predict", "-s", str(old))
     assert a["running_requests"] == b["running_requests"] == 12 and a["tok_s"] == b["tok_s"]
     assert any("predates the KV-pool model" in w for w in b["warnings"])
+
+
+def test_whatif_running_cap_says_when_the_pool_holds_fewer_than_the_new_cap(run_json):
+    d = run_json("whatif", "running-cap", "--model", "llama-3.1-8b", "--gpu", "h100", "--tp", "1", "--batch", "128",
+                 "--ctx", "32768", "--to", "128")
+    assert "the KV pool holds 12 at ctx 32768: 12 run" in d["change"], d["change"]
+    assert d["after"]["running_requests"] == d["before"]["running_requests"] == 12

@@ -228,7 +228,12 @@ def whatif_running_cap(scenario=None, *, to: int, **overrides) -> WhatIf:
     before = build_scenario(scenario, **overrides)
     after = build_scenario(before, max_running_requests=to)
     was = before.engine.running_cap(True)
-    return compare(before, after, "running-cap", f"requests run at once: {was if was else 'no cap'} -> {to}")
+    from ..physics.cycle import kv_held
+    from ..physics.params import scenario_params
+
+    held = int(kv_held(scenario_params(after), True))
+    pool = f" (the KV pool holds {held} at ctx {after.workload.ctx}: {held} run)" if held < min(to, after.workload.batch) else ""
+    return compare(before, after, "running-cap", f"requests run at once: {was if was else 'no cap'} -> {to}{pool}")
 
 
 def whatif_routing(scenario=None, *, locality: float | None = None, skew: float | None = None,

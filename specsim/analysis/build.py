@@ -221,7 +221,7 @@ def _default_tp(model, gpu, engine, dtype, batch, ctx, presets) -> tuple[int, st
     tps = np.array([t for t in DEFAULT_TP_CHOICES if all(h % t == 0 for h in heads)], dtype=float)
     p = dict(scenario_params(one))
     p["tp"] = tps
-    ok = fits_memory(weight_bytes_per_rank(p), kv_bytes_per_rank(one, tp=tps), one.gpu.memory_bytes)
+    ok = fits_memory(weight_bytes_per_rank(p), kv_bytes_per_rank(one, tp=tps, p=p), one.gpu.memory_bytes)
     tried = ", ".join(str(int(t)) for t in tps)
     if ok.any():
         tp = int(tps[np.argmax(ok)])
@@ -489,13 +489,9 @@ def build_scenario(
     if dtype is not None:
         apply_dtype(data["target"], dtype)
         data["name"] = f"{data['name']}+dtype={dtype}"
-    eng = data["engine"]
-    if (isinstance(eng, dict) and eng.get("kv_pool_tokens") is not None and kv_pool_tokens is None
+    if (isinstance(data["engine"], dict) and kv_pool_tokens is None
             and (gpu is not None or dtype is not None or tp is not None and tp != sc.parallel.tp)):
-        eng["kv_pool_tokens"] = None  # a launch log's pool belongs to its GPU, TP and weights: model the new one
-        eng.setdefault("sources", {})["kv_pool_tokens"] = "None: modeled (the launch's figure was for another GPU, TP or dtype)"
-        notes.append(f"the KV pool of {eng_pool_note(sc)} tokens (--kv-pool-tokens) belonged to the deployment before "
-                     "this change of GPU, TP or dtype: the new one's is modeled")
+        drop_launch_kv_pool(data["engine"], notes, "GPU, TP or dtype")
     if routing_skew is not None:
         _apply_routing_skew(data["target"], routing_skew)
     if isinstance(data["target"], dict):  # (kept as validated objects, the deployment's TP was checked when built)
@@ -679,8 +675,16 @@ def _apply_run_overrides(data: dict, notes: list[str], fresh_acceptance: bool, m
         data["engine"].setdefault("sources", {})["kv_memory_fraction"] = f"--mem-fraction {mem_fraction} (user)"
 
 
-def eng_pool_note(sc) -> str:
-    return f"{sc.engine.kv_pool_tokens:,}"
+def drop_launch_kv_pool(engine: dict, notes: list[str], what: str) -> None:
+    """A launch log's KV pool (``--kv-pool-tokens``) on an engine's plain data, dropped with a note where a change of
+    ``what`` (GPU, TP, the weights' dtype) makes it another deployment's: the new pool is modeled. Nothing if unset."""
+    tokens = engine.get("kv_pool_tokens")
+    if tokens is None:
+        return
+    engine["kv_pool_tokens"] = None
+    engine.setdefault("sources", {})["kv_pool_tokens"] = f"None: modeled (the launch's figure was for another {what})"
+    notes.append(f"the KV pool of {tokens:,} tokens (--kv-pool-tokens) belonged to the deployment before this change "
+                 f"of {what}: the new one's is modeled")
 
 
 def _apply_routing_skew(target: dict, skew: float) -> None:

@@ -105,24 +105,19 @@ USABLE_MEMORY_FRACTION = 0.95  # share of HBM weights + KV may take (engines res
 GPUS_PER_NODE = 8  # HGX/DGX nodes: TP beyond this crosses nodes
 
 
-def kv_bytes_per_rank(sc: Scenario, tokens_per_request=None, *, tp=None, batch=None, ctx=None):
+def kv_bytes_per_rank(sc: Scenario, tokens_per_request=None, *, tp=None, batch=None, ctx=None, p=None):
     """KV-cache bytes one TP rank holds for the workload (running requests x (context + verify width)).
 
     ``tp``, ``batch``, ``ctx`` and ``tokens_per_request`` default to the scenario's; given as arrays they
-    broadcast (the sweep's memory fit), and the result is an array."""
+    broadcast (the sweep's memory fit), and the result is an array. ``p``: the scenario's parameters, where the
+    caller has them (else built)."""
     import numpy as np
 
     from ..physics.memory import kv_token_bytes
-    from ..physics.rules import DTYPE_BYTES
 
-    t, a = sc.target, sc.target.attention
+    p = scenario_params(sc) if p is None else p
     tp = sc.parallel.tp if tp is None else tp
-    per_token = kv_token_bytes({  # the one per-token rule (physics.memory), on the fields it reads
-        "tp": tp, "bytes_kv": DTYPE_BYTES[t.dtypes.kv_cache], "is_mla": float(a.kind == "mla"),
-        "num_kv_heads": float(a.num_kv_heads), "head_dim": float(a.head_dim), "num_layers": float(t.num_layers),
-        "kv_lora_rank": float(a.kv_lora_rank), "qk_rope_head_dim": float(a.qk_rope_head_dim),
-        "num_heads": float(a.num_heads), "qk_nope_head_dim": float(a.qk_nope_head_dim),
-        "v_head_dim": float(a.v_head_dim), "mla_absorbed": float(sc.engine.mla_absorbed)})
+    per_token = kv_token_bytes({**p, "tp": tp})  # the one per-token rule (physics.memory)
     w = tokens_per_request if tokens_per_request is not None else (sc.speculation.num_draft_tokens or 1)
     if batch is None:  # the requests running at once (speculation on): queued ones hold no KV cache
         batch = sc.engine.running_at_once(sc.workload.batch, True)
@@ -146,7 +141,7 @@ def workload_fits(p: dict, weights, memory_bytes, without_pool, width: float, sp
     from ..physics.memory import KV_RULE_NONE, kv_pool_tokens
 
     has_pool = (p["kv_memory_rule"] != KV_RULE_NONE) | (p["kv_pool_tokens"] > 0)
-    pool_ok = ((weights <= WEIGHTS_MAX_FRACTION * memory_bytes)
+    pool_ok = (fits_memory(weights, 0.0, memory_bytes)  # the weights leave room
                & (kv_pool_tokens(p, weights, speculative=speculative) >= p["ctx"] + width))
     return np.where(has_pool, pool_ok, without_pool)
 
@@ -157,7 +152,7 @@ def scenario_warnings(sc: Scenario, p: dict | None = None) -> list[str]:
 
     p = p if p is not None else scenario_params(sc)
     out = list(sc.notes)
-    weights, kv = weight_bytes_per_rank(p), kv_bytes_per_rank(sc)
+    weights, kv = weight_bytes_per_rank(p), kv_bytes_per_rank(sc, p=p)
     mem = sc.gpu.memory_bytes
     if weights > WEIGHTS_MAX_FRACTION * mem:
         out.append(f"target weights need {weights / 1e9:.0f} GB per rank at TP{sc.parallel.tp}, more than the "
@@ -173,7 +168,7 @@ def scenario_warnings(sc: Scenario, p: dict | None = None) -> list[str]:
                    f"({kv / 1e9:.0f} GB) exceed the {mem / 1e9:.0f} GB per GPU: this workload does not fit")
     else:
         run_base = sc.engine.running_at_once(sc.workload.batch, False)
-        kv_base = kv_bytes_per_rank(sc, 1, batch=run_base)
+        kv_base = kv_bytes_per_rank(sc, 1, batch=run_base, p=p)
         if not fits_memory(weights, kv_base, mem):
             out.append(f"the baseline (no speculation) runs {run_base} requests at once: their KV cache x ctx "
                        f"{sc.workload.ctx} ({kv_base / 1e9:.0f} GB) with the weights exceeds the {mem / 1e9:.0f} GB per "
@@ -211,8 +206,9 @@ def kv_pool_warnings(sc: Scenario, p: dict, weights: float) -> list[str]:
                                                          if e.kv_memory_fraction is not None else ""))
     out = []
     room = p["device_memory_bytes"] - weights
-    if e.kv_pool_tokens is not None and e.kv_pool_tokens * kv_token_bytes(p) > room:
-        out.append(f"--kv-pool-tokens {e.kv_pool_tokens:,} needs {e.kv_pool_tokens * kv_token_bytes(p) / 1e9:,.1f} GB of "
+    need = 0.0 if e.kv_pool_tokens is None else e.kv_pool_tokens * kv_token_bytes(p)
+    if need > room:
+        out.append(f"--kv-pool-tokens {e.kv_pool_tokens:,} needs {need / 1e9:,.1f} GB of "
                    f"KV cache per GPU, more than the {max(room, 0) / 1e9:,.1f} GB the weights leave on a {sc.gpu.name}: "
                    "check the figure (tokens per GPU, from this launch's log)")
     if pool_s < w.ctx + width:

@@ -179,16 +179,14 @@ def occupancy(requests: int, slots: int, spread: float):
     return occ
 
 
-def _per_batch(sc, occupied, tau: float, n_max: int):
+def _per_batch(p0: dict, occupied, tau: float, n_max: int):
     """Modeled cycle and decode-step ms with n requests run at once, at each n in ``occupied`` (one vectorised
-    evaluation; arrays of ``n_max`` with zeros where no run spends time)."""
+    evaluation of the scenario's parameters ``p0``; arrays of ``n_max`` with zeros where no run spends time)."""
     import numpy as np
 
     from ..physics.cycle import throughput
-    from ..physics.params import scenario_params
 
-    p = dict(scenario_params(sc))
-    p["batch"] = occupied.astype(float)
+    p = {**p0, "batch": occupied.astype(float)}
     th = throughput(p, tau)
     cycle_ms, step_ms = np.zeros(n_max), np.zeros(n_max)
     cycle_ms[occupied - 1] = np.asarray(th["cycle_ms"], float)
@@ -215,20 +213,18 @@ def predict_run(requests: int, scenario=None, *, prompt_tokens: float | None = N
     check_run_lengths(prompt_tokens, output_tokens)
     accept_spread, output_spread = check_spread(accept_spread), check_spread(output_spread, "output-spread")
     sc = build_scenario(scenario, **overrides)
-    from ..physics.cycle import kv_held
+    from ..physics.cycle import running
 
     slots = sc.workload.batch
-    e = sc.engine  # the engine runs at most its cap, and what its KV pool holds, at once: the rest queue for a slot
-    p0 = scenario_params(sc)
-    spec_slots = min(e.running_at_once(slots, True), int(kv_held(p0, True)))
-    base_slots = min(e.running_at_once(slots, False), int(kv_held(p0, False)))
+    p0 = scenario_params(sc)  # the engine runs at most its cap, and what its KV pool holds, at once: the rest queue
+    spec_slots, base_slots = (int(running(p0, cap)["batch"]) for cap in ("spec_running_cap", "running_cap"))
     spec_ws, base_ws = waves(requests, spec_slots), waves(requests, base_slots)
     spec_spread = float(np.hypot(accept_spread, output_spread))  # independent spreads of one request's work
     spec_occ = occupancy(requests, spec_slots, round(spec_spread, 12))
     base_occ = occupancy(requests, base_slots, round(output_spread, 12))
     tau = float(expected_accept_length(sc))
     occupied = np.union1d(np.flatnonzero(spec_occ), np.flatnonzero(base_occ)) + 1  # equal waves: at most two sizes
-    cycle_ms, step_ms = _per_batch(sc, occupied, tau, max(len(spec_occ), len(base_occ)))
+    cycle_ms, step_ms = _per_batch(p0, occupied, tau, max(len(spec_occ), len(base_occ)))
     # wall ms of the run for one output token per request (prefill: per output token)
     spec_ms = float(spec_occ @ cycle_ms[: len(spec_occ)]) / tau
     base_ms = float(base_occ @ step_ms[: len(base_occ)])

@@ -325,10 +325,8 @@ def sweep(
     running_batch = running(p, "spec_running_cap")["batch"]  # queued requests hold no KV cache
     # the baseline (plain decode, one token per request) runs its own requests at once, often more than the capped
     # speculative run: the same rule, the same for every (steps, topk, draft_tokens)
-    kv_base = kv_bytes_per_rank(sc, 1, tp=p["tp"], batch=running(p, "running_cap")["batch"], ctx=p["ctx"])
+    kv_base = kv_bytes_per_rank(sc, 1, tp=p["tp"], batch=running(p, "running_cap")["batch"], ctx=p["ctx"], p=p)
     base_fits = np.broadcast_to(workload_fits(p, weights, mem, fits_memory(weights, kv_base, mem), 1.0, False), full)
-    from ..physics.cycle import kv_held
-
     pooled_rows, fewest_held = 0, np.inf  # rows where the KV pool, not the batch or the cap, bounds a run
     for i, (s, k, d) in enumerate(combos):
         if k == 1:
@@ -354,11 +352,11 @@ def sweep(
         np.divide(tok, base_tok, out=col["speedup"])
         col["cycle_ms"][...] = cyc
         col["verify_ms"][...] = phases["verify"]
-        kv = kv_bytes_per_rank(sc, d, tp=p["tp"], batch=running_batch, ctx=p["ctx"])
+        kv = kv_bytes_per_rank(sc, d, tp=p["tp"], batch=running_batch, ctx=p["ctx"], p=p)
         col["fits_memory"][...] = workload_fits(q, weights, mem, fits_memory(weights, kv, mem), float(d), True)
-        pooled = np.zeros(full, dtype=bool)
-        for spec, cap in ((True, "spec_running_cap"), (False, "running_cap")):
-            held = np.broadcast_to(kv_held(q, spec), full)
+        pooled = np.zeros(full, dtype=bool)  # the requests running (throughput's) below batch and cap: the pool's
+        for run, cap in (("running_requests", "spec_running_cap"), ("baseline_running_requests", "running_cap")):
+            held = np.broadcast_to(th[run], full)
             short = held < np.broadcast_to(np.minimum(q["batch"], q[cap]), full)
             if short.any():
                 fewest_held = min(fewest_held, float(held[short].min()))

@@ -191,17 +191,15 @@ def whatif_quant(scenario=None, *, dtype: str, target: str | None = None, **over
         have = [k for k in QUANT_TARGETS if not absent.get(k)]
         raise SpecsimError("target", target, f"{t.name} has no {target.replace('_', ' ')}; allowed here: {', '.join(have)}")
     keys = ["routed_experts", "shared_experts", "attention", "dense_mlp"] if target == "all" else [target]
-    from .build import dtype_tagged_name
+    from .build import drop_launch_kv_pool, dtype_tagged_name
 
     tag = dtype if target == "all" else f"{dtype} {target.replace('_', ' ')}"
 
     def quantise(d: dict) -> None:
         d["target"]["dtypes"].update({k: dtype for k in keys})
         d["target"]["name"] = dtype_tagged_name(d["target"]["name"], tag)
-        if d["engine"].get("kv_pool_tokens") is not None:  # a launch log's pool belongs to the weights it loaded
-            d["engine"]["kv_pool_tokens"] = None
-            d["notes"] = [*d.get("notes", []), f"the KV pool of {before.engine.kv_pool_tokens:,} tokens "
-                          "(--kv-pool-tokens) belonged to the weights before quantising: the new one's is modeled"]
+        d["notes"] = list(d.get("notes") or [])
+        drop_launch_kv_pool(d["engine"], d["notes"], "weights' dtype")  # a launch log's pool belongs to its weights
 
     after = edit_scenario(before, quantise)
     return compare(before, after, "quant", f"{target} weights -> {dtype}")

@@ -407,21 +407,25 @@ def running(p: Params, cap: str, weights=None) -> Params:
 def kv_held(p: Params, speculative: bool, weights=None):
     """Requests the engine's KV-cache pool holds at once at the context (:mod:`physics.memory`; ``NO_RUNNING_CAP``
     where the engine keeps no pool model or the parameters predate one)."""
-    if "kv_memory_rule" not in p or _no_pool(p):
+    if not _pooled(p):
         return NO_RUNNING_CAP
     return kv_requests_held(p, weight_bytes_per_rank(p) if weights is None else weights, speculative=speculative,
                             no_limit=NO_RUNNING_CAP)
 
 
-def _no_pool(p: Params) -> bool:
+def _pooled(p: Params) -> bool:
+    """Whether a pool can bound the run (False: parameters without the pool model, or one scenario whose engine
+    keeps no pool and no launch figure; arrays of those fields count as pooled, for kv_requests_held to sort out)."""
+    if "kv_memory_rule" not in p:
+        return False
     rule, given = p["kv_memory_rule"], p["kv_pool_tokens"]
-    return type(rule) is float and type(given) is float and rule == 0.0 and given <= 0.0
+    return not (type(rule) is float and type(given) is float and rule == 0.0 and given <= 0.0)
 
 
 def _throughput(p: Params, tau) -> dict:
     # the decode step is the same for any steps/topk/draft tokens, the cycle's GPU phases for any
     # accept length: one scenario evaluated again (a what-if or sweep over tau) reuses them
-    w = None if "kv_memory_rule" not in p or _no_pool(p) else weight_bytes_per_rank(p)
+    w = weight_bytes_per_rank(p) if _pooled(p) else None  # once for both runs
     ps, pb = running(p, "spec_running_cap", w), running(p, "running_cap", w)
     key = _baseline_key(ps)
     key_b = key if pb is ps else _baseline_key(pb)

@@ -349,7 +349,8 @@ def _rows(it: dict, f: str):
 
 def _check_config_rows(it: dict, f: str) -> None:
     """The rows of one ``configs`` group: a benchmark name, the speculation settings, the measured accept
-    length and both throughputs, each in its schema range."""
+    length and both throughputs (or, where the source prints only the ratio, its ``speedup``), each in its
+    schema range."""
     from ..io.checks import check_int, check_number
     from ..physics.schema import Speculation, Workload, field_range
 
@@ -361,6 +362,13 @@ def _check_config_rows(it: dict, f: str) -> None:
         for k in ("steps", "topk", "num_draft_tokens"):
             check_int(r.get(k), f"{g}.{k}", *field_range(Speculation, k))
         check_number(r.get("accept_length"), f"{g}.accept_length", 1.0, float(r["steps"]) + 1)
+        if r.get("speedup") is not None:  # a ratio printed without its throughputs (a figure's read-out)
+            given = [k for k in ("baseline_tok_s", "spec_tok_s") if r.get(k) is not None]
+            if given:
+                raise SpecsimError(f"{g}.{given[0]}", r[given[0]], "allowed: either both throughputs or the speedup, "
+                                   "not both (the speedup is their ratio)")
+            check_number(r["speedup"], f"{g}.speedup", 0, 1e4, lo_open=True)
+            continue
         for k in ("baseline_tok_s", "spec_tok_s"):
             check_number(r.get(k), f"{g}.{k}", *TOK_S_RANGE)
 
@@ -582,7 +590,7 @@ def _config_rows(group: dict, tp: int) -> list[dict]:
         kw = {**_scenario_kw(group, r), "tp": tp, "batch": int(r["batch"]), "accept": float(r["accept_length"]),
               **_running_cap(group, int(r["batch"]))}
         x = (predict_run(int(requests), **kw, **_run_spread(group)) if requests else predict(**kw)).speedup
-        pub = float(r["spec_tok_s"]) / float(r["baseline_tok_s"])
+        pub = float(r["speedup"]) if r.get("speedup") is not None else float(r["spec_tok_s"]) / float(r["baseline_tok_s"])
         out.append({"benchmark": r.get("benchmark"), "batch": int(r["batch"]), "steps": int(r["steps"]),
                     "topk": int(r["topk"]), "num_draft_tokens": int(r["num_draft_tokens"]),
                     "accept_length": float(r["accept_length"]), "published_speedup": pub,

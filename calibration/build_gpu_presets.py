@@ -41,7 +41,7 @@ CARRIED = ("b200", "a100", "rtx3090")
 #: GPUs without a profile that carry another measured GPU's per-kernel values (same chip): {gpu: profiled gpu}
 SAME_CHIP = {"h100-pcie": "h100"}
 SCALES_WITH_BANDWIDTH = ("vocab_pass_bytes_per_s",)
-ENGINES_TAKING_LAUNCH = ("sglang", "sglang-v2", "vllm", "vllm-v0", "torch-graph")
+ENGINES_TAKING_LAUNCH = ("sglang", "sglang-v2", "vllm", "vllm-async", "vllm-v0", "torch-graph")
 TORCH_KERNEL_ENGINES = ("torch-graph", "hf-transformers")  # attention through torch SDPA (FlashAttention-2)
 
 _VKPEAK_3090_BF16 = (82.1e12 + 80.2e12) / 2  # FLOP/s, instruction peak measured on two RTX 3090s
@@ -80,7 +80,7 @@ SM_COUNTS = {
                     "(https://www.nvidia.com/content/PDF/nvidia-ampere-ga-102-gpu-architecture-whitepaper-v2.pdf)"),
 }
 #: engines that run SGLang's fused MoE Triton kernel (vLLM: the same kernel and config rule, assumed)
-MOE_TRITON_ENGINES = ("sglang", "sglang-v2", "vllm", "vllm-v0")
+MOE_TRITON_ENGINES = ("sglang", "sglang-v2", "vllm", "vllm-async", "vllm-v0")
 
 
 def write_moe_grid(gpus: dict, engines: dict) -> dict:

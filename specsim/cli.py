@@ -114,7 +114,7 @@ ModelOpt = typer.Option(None, "--model", help="model preset (see `specsim scenar
                         "config.json; a new deployment built from presets")
 GpuOpt = typer.Option(None, "--gpu", help="GPU preset: h100, h100-pcie, h200, b200, h20, a100, rtx3090")
 TpOpt = typer.Option(None, "--tp", help="tensor-parallel size (must divide the attention heads)")
-EngineOpt = typer.Option(None, "--engine", help="engine preset: sglang, sglang-v2, vllm, vllm-v0, hf-transformers, "
+EngineOpt = typer.Option(None, "--engine", help="engine preset: sglang, sglang-v2, vllm, vllm-async, vllm-v0, hf-transformers, "
                          "torch-graph (a new deployment)")
 DtypeOpt = typer.Option(None, "--dtype", help="weight dtype: bf16, fp8 or int4 (int4: routed experts of a MoE)")
 BatchOpt = typer.Option(None, "--batch", help="concurrent requests (batch size)")
@@ -323,16 +323,18 @@ def scenarios(as_json: bool = JsonOpt) -> None:
 
     Example: specsim scenarios --json
     """
-    from .io.presets import DEFAULT_SCENARIO, builtin_scenarios, gpu_names, model_names
+    from .io.presets import DEFAULT_SCENARIO, builtin_scenarios, engine_names, gpu_names, model_names
 
     sc = builtin_scenarios()
     if as_json:
-        _emit({"default": DEFAULT_SCENARIO, "scenarios": sc, "models": model_names(), "gpus": gpu_names()})
+        _emit({"default": DEFAULT_SCENARIO, "scenarios": sc, "models": model_names(), "gpus": gpu_names(),
+               "engines": engine_names()})
         return
     for name, desc in sorted(sc.items(), key=lambda kv: kv[0] != DEFAULT_SCENARIO):
         mark = " (default)" if name == DEFAULT_SCENARIO else ""
         typer.echo(f"{name}{mark}: {desc}")
-    typer.echo(f"\nmodel presets: {', '.join(model_names())}\nGPU presets: {', '.join(gpu_names())}")
+    typer.echo(f"\nmodel presets: {', '.join(model_names())}\nGPU presets: {', '.join(gpu_names())}"
+               f"\nengine presets: {', '.join(engine_names())}")
 
 
 def _scenario_for(scenario, deploy):

@@ -9,7 +9,8 @@ accept length with each step count, tree shape and batch) are zero-shot too: the
 length goes in, the speedup comes out. Overlap gains (``overlap_gains``: published runs of one
 SGLang deployment with speculation on the v1 path and again with the overlap scheduler, spec v2)
 are zero-shot too: the model's gain from hiding the cycle's host work against the published one.
-The dataset is ``calibration/datasets/published_batch_sweeps.json``.
+Decode steps (``decode_steps``: a plain-decode benchmark's median inter-token latency at each concurrency) are
+zero-shot too, scored in :mod:`.validate_decode`. The dataset is ``calibration/datasets/published_batch_sweeps.json``.
 """
 
 from __future__ import annotations
@@ -70,12 +71,15 @@ class SweepValidation:
     configs: list[ConfigScore] = field(default_factory=list)
     #: published v1 -> spec-v2 (overlap scheduler) gains against the modeled ones (:func:`score_overlap_gains`)
     overlap_gains: list[dict] = field(default_factory=list)
+    #: published plain decode steps at each concurrency against the modeled ones (:mod:`.validate_decode`)
+    decode_steps: list[dict] = field(default_factory=list)
 
     def to_dict(self) -> dict:
         return {"kind": "validation", "dataset": self.dataset,
                 "protocol": "accept length fixed at the smallest batch of each sweep (fitted row); other rows held out; "
                             "baselines zero-shot from presets; configs zero-shot with their measured accept length; "
-                            "overlap gains zero-shot (the overlap scheduler on against off, nothing else changed)",
+                            "overlap gains zero-shot (the overlap scheduler on against off, nothing else changed); "
+                            "decode steps zero-shot (the plain decode step against the published median ITL)",
                 "sweeps": [{"id": s.id, "setup": s.setup, "tau_fitted": s.tau, "skipped": s.skipped,
                             "worst_held_out_error_pct": s.worst_pct, "rows": s.rows,
                             **({"cap_scored": s.cap_reading, "cap_readings": s.readings} if s.readings else {})}
@@ -86,7 +90,7 @@ class SweepValidation:
                                                 if c.tp_range else {}),
                              **({"source_reports_bug": c.source_reports_bug} if c.source_reports_bug else {})}
                             for c in self.configs],
-                "overlap_gains": self.overlap_gains}
+                "overlap_gains": self.overlap_gains, "decode_steps": self.decode_steps}
 
 
 def _ctx(sw: dict) -> int:
@@ -257,7 +261,11 @@ def check_sweeps_dataset(d: dict) -> None:
                 check_int(r.get("batch"), f"{f}.rows.{j}.batch", *field_range(Workload, "batch"))
                 if r.get("speedup") is not None:
                     check_number(r["speedup"], f"{f}.rows.{j}.speedup", 0, 1e4, lo_open=True)
-    work = _work_units(sweeps, configs, gains, bases)
+    from .validate_decode import check_decode_steps, work_units
+
+    decode = d.get("decode_steps", [])
+    check_decode_steps(decode)
+    work = _work_units(sweeps, configs, gains, bases) + work_units(decode)
     if work > MAX_WORK_UNITS:
         raise SpecsimError("dataset", f"{work:,.0f} units of work", f"the model evaluations its scoring takes (a chain "
                            f"row scored once: 1; a tree of S steps x topk K: 1 + S K^2 / 1000; a sweep's accept-length "
@@ -665,9 +673,12 @@ def validate_sweeps(dataset: str | None = None) -> SweepValidation:
     check_sweeps_dataset(d)
     if d.get("kind") != "throughput_sweeps":
         raise SpecsimError("dataset", dataset, "is not a throughput_sweeps dataset (see calibration/README.md)")
+    from .validate_decode import score_decode_steps
+
     sweeps = [score_sweep(part) for sw in d.get("sweeps", []) for part in _by_dataset(sw)]
     return SweepValidation(d.get("name", dataset or DEFAULT_DATASET), sweeps, score_baselines(d.get("baselines", [])),
-                           [score_configs(g) for g in d.get("configs", [])], score_overlap_gains(d.get("overlap_gains", [])))
+                           [score_configs(g) for g in d.get("configs", [])], score_overlap_gains(d.get("overlap_gains", [])),
+                           score_decode_steps(d.get("decode_steps", [])))
 
 
 def is_sweeps_dataset(name: str) -> bool:
@@ -808,6 +819,9 @@ def sweeps_text(v: SweepValidation) -> str:
     gains = [g for g in v.overlap_gains if not g["skipped"]]
     if gains:
         parts.append(table_text(OVERLAP_HEADERS, [_overlap_cells(g) for g in gains], OVERLAP_TITLE))
+    from .validate_decode import decode_steps_text
+
+    parts += decode_steps_text(v.decode_steps)
     summary = held_out_summary(v)
     if summary:
         parts.append(summary)
@@ -885,4 +899,7 @@ def sweeps_markdown(v: SweepValidation) -> str:
     if ranged:
         parts.append(table_markdown(["TP not recorded (sensitivity, not scored)", "setup", "speedup MAPE / worst % at each TP that fits"],
                                     [[c.id, c.setup, _tp_range_text(c)] for c in ranged]))
+    from .validate_decode import decode_steps_markdown
+
+    parts += decode_steps_markdown(v.decode_steps)
     return "\n\n".join(parts)

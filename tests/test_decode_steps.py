@@ -1,0 +1,127 @@
+"""Published plain decode steps at each concurrency (``decode_steps`` of the published dataset): the speedup's
+denominator at serving batch sizes, scored zero-shot against a benchmark's median inter-token latency."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from specsim.analysis.predict import predict
+from specsim.analysis.validate_decode import PREFILL_SHARE_MAX, prefill_share
+from specsim.analysis.validate_sweeps import validate_sweeps
+from specsim.io.presets import data_root, get_engine
+
+
+@pytest.fixture(scope="module")
+def group():
+    (g,) = [g for g in validate_sweeps().decode_steps if g["id"] == "silybench-vllm030-qwen3-8b-bf16-h100"]
+    return g
+
+
+def test_vllm_0_30_decode_steps_zero_shot_within_10_pct(group):
+    """REGRESSION guard on held-out data: vLLM 0.30 plain decode of Qwen3-8B on one H100, five fixed-length workloads
+    at concurrency 1-512 (contexts 192-8,448): with async scheduling on (vLLM's default since 0.14) the modeled step
+    is within 10 % at every scored point up to 128 requests; nothing was fitted to these points."""
+    scored = [r for r in group["rows"] if r["scored"]]
+    assert len(scored) >= 30 and group["mape_pct"] < 6
+    assert all(abs(r["error_pct"]) <= 10 for r in scored if r["concurrency"] <= 128), \
+        [(r["workload"], r["concurrency"], round(r["error_pct"], 1)) for r in scored if abs(r["error_pct"]) > 10]
+
+
+def test_with_its_host_work_in_line_the_step_grows_too_fast_with_the_batch(group):
+    """The pre-0.14 preset (scheduling between steps, host work exposed) over-charges the same points as the batch
+    grows at short context: the per-request host work of a step is what async scheduling hides."""
+    by = {(r["workload"], r["concurrency"]): r for r in group["rows"]}
+    short = by[("decode-128-1024", 128)]
+    assert short["compare_error_pct"] > 20 and abs(short["error_pct"]) < 10
+    assert group["compare_mape_pct"] > 2 * group["mape_pct"]
+
+
+def test_a_point_is_the_plain_decode_step_at_its_batch_and_mean_context(group):
+    r = next(r for r in group["rows"] if r["workload"] == "balanced-2048-2048" and r["concurrency"] == 32)
+    p = predict(model="qwen3-8b", gpu="h100", tp=1, engine="vllm-async", batch=32, ctx=2048 + 1024, mem_fraction=0.9)
+    assert r["ctx"] == 3072 and r["predicted_step_ms"] == pytest.approx(p.baseline_step_ms, rel=1e-12)
+
+
+def test_a_kv_bound_run_steps_at_the_requests_the_pool_holds(group):
+    """At 8,448 tokens of context the pool holds ~43 requests: past that the published step stops growing, and so does
+    the modeled one (within 7 % of the published plateau)."""
+    long = {r["concurrency"]: r for r in group["rows"] if r["workload"] == "longctx-8192-512"}
+    assert long[64]["running_requests"] == long[128]["running_requests"] < 64
+    assert long[64]["predicted_step_ms"] == long[128]["predicted_step_ms"]
+    assert abs(long[128]["error_pct"]) < 7 and long[128]["published_step_ms"] / long[64]["published_step_ms"] < 1.01
+
+
+def test_points_whose_median_step_carries_a_prefill_are_shown_not_scored(group):
+    for r in group["rows"]:
+        assert r["scored"] == (prefill_share(r["concurrency"], r["output_len"]) < PREFILL_SHARE_MAX)
+    assert not next(r for r in group["rows"] if r["workload"] == "chat-128-128" and r["concurrency"] == 64)["scored"]
+
+
+def test_the_async_preset_is_the_vllm_preset_with_its_host_work_overlapped():
+    """One model runner, two scheduling defaults: every physical field the same, only the overlap flags differ."""
+    a, s = get_engine("vllm-async").model_dump(), get_engine("vllm").model_dump()
+    differ = {k for k in a if k not in ("name", "sources") and a[k] != s[k]}
+    assert differ == {"overlap_scheduler", "overlap_scheduler_baseline"}
+    assert a["overlap_scheduler"] and a["overlap_scheduler_baseline"] and not s["overlap_scheduler_baseline"]
+    assert get_engine("vllm-0.14").name == a["name"]  # an alias
+
+
+def test_the_json_carries_the_decode_steps(run_json):
+    out = run_json("validate", "published_batch_sweeps")
+    (g,) = out["decode_steps"]
+    assert g["engine"] == "vllm-async" and g["rows"][0]["kind"] == "modeled vs published (median ITL)"
+
+
+def test_the_markdown_table_has_a_row_per_workload(run_cli):
+    code, out, _ = run_cli("validate", "published_batch_sweeps", "--format", "md")
+    assert code == 0 and "| decode steps (zero-shot) |" in out and out.count("silybench-vllm030-qwen3-8b-bf16-h100") == 5
+
+
+POINT = {"workload": "w", "input_len": 128, "output_len": 1024, "concurrency": 8, "itl_median_ms": 7.0}
+GROUP = {"model": "qwen3-8b", "gpu": "h100", "tp": 1, "engine": "vllm-async", "points": [POINT]}
+
+
+@pytest.mark.parametrize("bad,field", [({"points": []}, "decode_steps.0.points"),
+                                       ({"points": "x"}, "decode_steps.0.points"),
+                                       ({"points": [{**POINT, "concurrency": 0}]}, "decode_steps.0.points.0.concurrency"),
+                                       ({"points": [{**POINT, "itl_median_ms": 0}]}, "decode_steps.0.points.0.itl_median_ms"),
+                                       ({"points": [{**POINT, "itl_median_ms": "7"}]}, "decode_steps.0.points.0.itl_median_ms"),
+                                       ({"points": [{**POINT, "output_len": 0}]}, "decode_steps.0.points.0.output_len"),
+                                       ({"points": [{**POINT, "input_len": 1e9}]}, "decode_steps.0.points.0.input_len"),
+                                       ({"points": [{**POINT, "workload": 3}]}, "decode_steps.0.points.0.workload"),
+                                       ({"mem_fraction": 2}, "decode_steps.0.mem_fraction"),
+                                       ({"tp": 0}, "decode_steps.0.tp"),
+                                       ({"engine": ""}, "decode_steps.0.engine"),
+                                       ({"compare_engine": 5}, "decode_steps.0.compare_engine")])
+def test_hostile_decode_steps_are_one_line(run_cli, tmp_path, bad, field):
+    f = tmp_path / "d.json"
+    f.write_text(json.dumps({"kind": "throughput_sweeps", "decode_steps": [{**GROUP, **bad}]}))
+    code, _, err = run_cli("validate", str(f))
+    lines = [x for x in err.splitlines() if x.strip()]
+    assert code == 2 and len(lines) == 1 and field in lines[0], err
+
+
+def test_a_group_the_presets_cannot_express_is_skipped_not_fatal(run_json, tmp_path):
+    f = tmp_path / "d.json"
+    f.write_text(json.dumps({"kind": "throughput_sweeps", "decode_steps": [{**GROUP, "engine": "no-such-engine"}, GROUP]}))
+    skipped, ok = run_json("validate", str(f))["decode_steps"]
+    assert skipped["skipped"] and "not expressible" in skipped["skipped"] and not skipped["rows"]
+    assert ok["skipped"] is None and ok["rows"][0]["scored"]
+
+
+def test_the_shipped_points_are_the_sources_numbers():
+    d = json.loads(data_root("calibration").joinpath("datasets", "published_batch_sweeps.json").read_text(encoding="utf-8"))
+    (g,) = d["decode_steps"]
+    pts = {(p["workload"], p["concurrency"]): p["itl_median_ms"] for p in g["points"]}
+    assert pts[("decode-128-1024", 1)] == pytest.approx(6.8579, abs=1e-4) and pts[("longctx-8192-512", 64)] == pytest.approx(25.2804, abs=1e-4)
+    assert "perf_points.csv" in g["source"]["url"] and g["mem_fraction"] == 0.9
+
+
+def test_scenarios_lists_the_engine_presets(run_cli, run_json):
+    """A new preset is found where the others are: `specsim scenarios` named models and GPUs, not engines."""
+    names = run_json("scenarios")["engines"]
+    assert "vllm-async" in names and "vllm" in names and not any(n.startswith("_") for n in names)
+    code, out, _ = run_cli("scenarios")
+    assert code == 0 and "engine presets: " in out and "vllm-async" in out

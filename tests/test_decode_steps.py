@@ -29,6 +29,16 @@ def test_vllm_0_30_decode_steps_zero_shot_within_10_pct(group):
         [(r["workload"], r["concurrency"], round(r["error_pct"], 1)) for r in scored if abs(r["error_pct"]) > 10]
 
 
+def test_fp8_weights_to_64_requests_within_10_pct_but_the_kv_bound_point():
+    """The same study's fp8 run (vLLM's dynamic fp8 of the same checkpoint, another spot H100): to 64 requests every
+    scored point is within 10 % except the long-context one whose pool is full (modeled 48 requests against the
+    ~51 its logged pool holds, and -12 %)."""
+    (g,) = [g for g in validate_sweeps().decode_steps if g["id"] == "silybench-vllm030-qwen3-8b-fp8-h100"]
+    miss = [r for r in g["rows"] if r["scored"] and r["concurrency"] <= 64 and abs(r["error_pct"]) > 10]
+    assert [(r["workload"], r["concurrency"]) for r in miss] == [("longctx-8192-512", 64)]
+    assert miss[0]["running_requests"] < 64
+
+
 def test_with_its_host_work_in_line_the_step_grows_too_fast_with_the_batch(group):
     """The pre-0.14 preset (scheduling between steps, host work exposed) over-charges the same points as the batch
     grows at short context: the per-request host work of a step is what async scheduling hides."""
@@ -70,8 +80,9 @@ def test_the_async_preset_is_the_vllm_preset_with_its_host_work_overlapped():
 
 def test_the_json_carries_the_decode_steps(run_json):
     out = run_json("validate", "published_batch_sweeps")
-    (g,) = out["decode_steps"]
-    assert g["engine"] == "vllm-async" and g["rows"][0]["kind"] == "modeled vs published (median ITL)"
+    bf16, fp8 = out["decode_steps"]
+    assert bf16["engine"] == fp8["engine"] == "vllm-async" and bf16["rows"][0]["kind"] == "modeled vs published (median ITL)"
+    assert "fp8" in fp8["setup"] and fp8["points_to_batch_64"] == 28
 
 
 def test_the_markdown_table_has_a_row_per_workload(run_cli):
@@ -113,7 +124,7 @@ def test_a_group_the_presets_cannot_express_is_skipped_not_fatal(run_json, tmp_p
 
 def test_the_shipped_points_are_the_sources_numbers():
     d = json.loads(data_root("calibration").joinpath("datasets", "published_batch_sweeps.json").read_text(encoding="utf-8"))
-    (g,) = d["decode_steps"]
+    g = d["decode_steps"][0]
     pts = {(p["workload"], p["concurrency"]): p["itl_median_ms"] for p in g["points"]}
     assert pts[("decode-128-1024", 1)] == pytest.approx(6.8579, abs=1e-4) and pts[("longctx-8192-512", 64)] == pytest.approx(25.2804, abs=1e-4)
     assert "perf_points.csv" in g["source"]["url"] and g["mem_fraction"] == 0.9

@@ -39,6 +39,20 @@ def test_fp8_weights_to_64_requests_within_10_pct_but_the_kv_bound_point():
     assert miss[0]["running_requests"] < 64
 
 
+def test_a_whole_run_point_is_the_finite_run_it_was():
+    """InferenceX's SGLang 0.5.12 runs of DeepSeek-R1 FP8 on 8 H200s give each run's output throughput (prefills of
+    ~7,400-token prompts inside it): scored as that run of 10 x concurrency requests, within 11 % at every point."""
+    from specsim.analysis.run import predict_run
+
+    (g,) = [g for g in validate_sweeps().decode_steps if g["id"] == "inferencex-sglang0512-dsr1-fp8-h200-tp8"]
+    assert len(g["rows"]) == 10 and all(r["scored"] and abs(r["error_pct"]) < 11 for r in g["rows"]), \
+        [(r["workload"], r["concurrency"], round(r["error_pct"], 1)) for r in g["rows"]]
+    r = next(r for r in g["rows"] if r["workload"] == "8k/1k" and r["concurrency"] == 16)
+    run = predict_run(160, model="deepseek-v3", gpu="h200", tp=8, engine="sglang", batch=16, ctx=r["ctx"], mem_fraction=0.82,
+                      prompt_tokens=0.9 * 8192, output_tokens=0.9 * 1024, accept_spread=0.0, output_spread=0.064)
+    assert r["predicted"] == pytest.approx(run.baseline_tok_s, rel=1e-12) and r["published"] == pytest.approx(8 * 93.89)
+
+
 def test_with_its_host_work_in_line_the_step_grows_too_fast_with_the_batch(group):
     """The pre-0.14 preset (scheduling between steps, host work exposed) over-charges the same points as the batch
     grows at short context: the per-request host work of a step is what async scheduling hides."""
@@ -51,7 +65,7 @@ def test_with_its_host_work_in_line_the_step_grows_too_fast_with_the_batch(group
 def test_a_point_is_the_plain_decode_step_at_its_batch_and_mean_context(group):
     r = next(r for r in group["rows"] if r["workload"] == "balanced-2048-2048" and r["concurrency"] == 32)
     p = predict(model="qwen3-8b", gpu="h100", tp=1, engine="vllm-async", batch=32, ctx=2048 + 1024, mem_fraction=0.9)
-    assert r["ctx"] == 3072 and r["predicted_step_ms"] == pytest.approx(p.baseline_step_ms, rel=1e-12)
+    assert r["ctx"] == 3072 and r["predicted"] == pytest.approx(p.baseline_step_ms, rel=1e-12)
 
 
 def test_a_kv_bound_run_steps_at_the_requests_the_pool_holds(group):
@@ -59,8 +73,8 @@ def test_a_kv_bound_run_steps_at_the_requests_the_pool_holds(group):
     the modeled one (within 7 % of the published plateau)."""
     long = {r["concurrency"]: r for r in group["rows"] if r["workload"] == "longctx-8192-512"}
     assert long[64]["running_requests"] == long[128]["running_requests"] < 64
-    assert long[64]["predicted_step_ms"] == long[128]["predicted_step_ms"]
-    assert abs(long[128]["error_pct"]) < 7 and long[128]["published_step_ms"] / long[64]["published_step_ms"] < 1.01
+    assert long[64]["predicted"] == long[128]["predicted"]
+    assert abs(long[128]["error_pct"]) < 7 and long[128]["published"] / long[64]["published"] < 1.01
 
 
 def test_points_whose_median_step_carries_a_prefill_are_shown_not_scored(group):
@@ -80,14 +94,15 @@ def test_the_async_preset_is_the_vllm_preset_with_its_host_work_overlapped():
 
 def test_the_json_carries_the_decode_steps(run_json):
     out = run_json("validate", "published_batch_sweeps")
-    bf16, fp8 = out["decode_steps"]
-    assert bf16["engine"] == fp8["engine"] == "vllm-async" and bf16["rows"][0]["kind"] == "modeled vs published (median ITL)"
+    bf16, fp8, ix = out["decode_steps"]
+    assert bf16["engine"] == fp8["engine"] == "vllm-async" and bf16["rows"][0]["kind"] == "modeled vs published (median ITL, ms)"
+    assert ix["rows"][0]["metric"] == "output_tok_s" and ix["rows"][0]["kind"] == "modeled vs published (output tok/s, whole run)"
     assert "fp8" in fp8["setup"] and fp8["points_to_batch_64"] == 28
 
 
 def test_the_markdown_table_has_a_row_per_workload(run_cli):
     code, out, _ = run_cli("validate", "published_batch_sweeps", "--format", "md")
-    assert code == 0 and "| decode steps (zero-shot) |" in out and out.count("silybench-vllm030-qwen3-8b-bf16-h100") == 5
+    assert code == 0 and "| plain decode at serving concurrency (zero-shot) |" in out and out.count("silybench-vllm030-qwen3-8b-bf16-h100") == 5
 
 
 POINT = {"workload": "w", "input_len": 128, "output_len": 1024, "concurrency": 8, "itl_median_ms": 7.0}
@@ -105,7 +120,13 @@ GROUP = {"model": "qwen3-8b", "gpu": "h100", "tp": 1, "engine": "vllm-async", "p
                                        ({"mem_fraction": 2}, "decode_steps.0.mem_fraction"),
                                        ({"tp": 0}, "decode_steps.0.tp"),
                                        ({"engine": ""}, "decode_steps.0.engine"),
-                                       ({"compare_engine": 5}, "decode_steps.0.compare_engine")])
+                                       ({"compare_engine": 5}, "decode_steps.0.compare_engine"),
+                                       ({"points": [{**POINT, "output_tok_s": 100.0}]}, "decode_steps.0.points.0"),
+                                       ({"points": [{**{k: v for k, v in POINT.items() if k != "itl_median_ms"},
+                                                     "output_tok_s": 100.0}]}, "decode_steps.0.requests_per_slot"),
+                                       ({"requests_per_slot": 0}, "decode_steps.0.requests_per_slot"),
+                                       ({"output_spread": -1}, "decode_steps.0.output_spread"),
+                                       ({"dtype": "fp4"}, "decode_steps.0.dtype")])
 def test_hostile_decode_steps_are_one_line(run_cli, tmp_path, bad, field):
     f = tmp_path / "d.json"
     f.write_text(json.dumps({"kind": "throughput_sweeps", "decode_steps": [{**GROUP, **bad}]}))

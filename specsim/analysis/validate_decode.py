@@ -1,15 +1,19 @@
-"""Score the plain decode step against published decode-step times at each concurrency (``decode_steps`` of a
+"""Score plain decode (no speculation) against published serving benchmarks at each concurrency (``decode_steps`` of a
 throughput-sweeps dataset): the denominator of every speedup, at the batches and contexts a service runs.
 
 A group is one published serving benchmark of one deployment (model, GPU, TP, engine preset): fixed-length requests
 (``input_len`` prompt, ``output_len`` generated tokens) kept ``concurrency`` at a time by a closed-loop client, with the
 median inter-token latency of each point. At steady state the median ITL is one decode step of the running batch at
 the mean context ``input_len + output_len / 2``; the model's is ``baseline_step_ms`` at that batch and context, the
-engine's KV pool holding what it holds (``baseline_running_requests``). Zero-shot: the presets alone, nothing fitted.
+engine's KV pool holding what it holds (``baseline_running_requests``). A point may give instead the whole run's
+output throughput (``output_tok_s``, the run's output tokens over its wall time): it is scored as the finite run it was,
+``requests_per_slot x concurrency`` requests on ``concurrency`` slots, each prompt's prefill counted
+(:func:`~specsim.analysis.run.predict_run`), their lengths spread by the group's ``output_spread``. Zero-shot: the
+presets alone, nothing fitted.
 
 A new request arrives every ``output_len / concurrency`` steps and its prefill rides in the step that takes it. Where
 that is one step in two or more (``concurrency / output_len >= 0.5``), the median step carries a prefill as well as the
-decodes and is no longer a decode step: such points are shown, not scored.
+decodes and is no longer a decode step: such median-ITL points are shown, not scored.
 """
 
 from __future__ import annotations
@@ -18,6 +22,8 @@ from ..errors import SpecsimError
 
 MAX_GROUPS = 100
 MAX_POINTS = 1000
+MAX_REQUESTS_PER_SLOT = 1000
+METRICS = {"itl_median_ms": "median ITL, ms", "output_tok_s": "output tok/s, whole run"}
 PREFILL_SHARE_MAX = 0.5  # new requests per step past which the median step carries a prefill (module docstring)
 WITHIN_PCT = 10.0  # the zero-shot baseline bar of the serving-batch issue
 DTYPES = ("bf16", "fp8", "int4")  # the weight dtypes --dtype takes
@@ -55,6 +61,12 @@ def check_decode_steps(groups: object) -> None:
             raise SpecsimError(f"{f}.dtype", g["dtype"], f"allowed: {', '.join(DTYPES)} (the weights' dtype, as --dtype)")
         if g.get("mem_fraction") is not None:
             check_number(g["mem_fraction"], f"{f}.mem_fraction", *field_range(Engine, "kv_memory_fraction"))
+        if g.get("requests_per_slot") is not None:
+            check_int(g["requests_per_slot"], f"{f}.requests_per_slot", 1, MAX_REQUESTS_PER_SLOT)
+        if g.get("output_spread") is not None:
+            from .run import check_spread
+
+            check_spread(g["output_spread"], f"{f}.output_spread")
         pts = g.get("points")
         if not isinstance(pts, list) or not 1 <= len(pts) <= MAX_POINTS:
             raise SpecsimError(f"{f}.points", type(pts).__name__ if not isinstance(pts, list) else len(pts),
@@ -70,24 +82,49 @@ def check_decode_steps(groups: object) -> None:
             check_number(p.get("output_len"), f"{h}.output_len", 1, ctx_hi)
             if float(p["input_len"]) + float(p["output_len"]) > ctx_hi:
                 raise SpecsimError(f"{h}.output_len", p["output_len"], f"allowed: input_len + output_len <= {ctx_hi:g} tokens")
-            check_number(p.get("itl_median_ms"), f"{h}.itl_median_ms", 0, 1e6, lo_open=True)
+            given = [m for m in METRICS if p.get(m) is not None]
+            if len(given) != 1:
+                raise SpecsimError(f"{h}", ", ".join(given) or "neither", f"allowed: exactly one of {', '.join(METRICS)}",
+                                   show_value=bool(given))
+            if given[0] == "itl_median_ms":
+                check_number(p["itl_median_ms"], f"{h}.itl_median_ms", 0, 1e6, lo_open=True)
+            else:
+                check_number(p["output_tok_s"], f"{h}.output_tok_s", 0, 1e9, lo_open=True)
+                if g.get("requests_per_slot") is None:
+                    raise SpecsimError(f"{f}.requests_per_slot", None, "missing: a point gives a whole run's output_tok_s, "
+                                       "so give the requests the run sent per concurrent slot", show_value=False)
 
 
 def work_units(groups: list) -> float:
-    """Model evaluations scoring takes: one per point and engine reading."""
-    return float(sum(len(g["points"]) * (2 if g.get("compare_engine") else 1) for g in groups))
+    """Model evaluations scoring takes: one per median-ITL point and engine reading, a finite run's two per point (its
+    prefill and its decode)."""
+    return float(sum(sum(2 if p.get("output_tok_s") is not None else 1 for p in g["points"])
+                     * (2 if g.get("compare_engine") else 1) for g in groups))
 
 
-def _step(g: dict, engine: str, p: dict):
+def _metric(p: dict) -> str:
+    return "itl_median_ms" if p.get("itl_median_ms") is not None else "output_tok_s"
+
+
+def _modeled(g: dict, engine: str, p: dict):
+    """(mean context, the modeled value of the point's metric, requests running at once) on ``engine``."""
     from .predict import predict
+    from .run import predict_run
 
     ctx = int(round(float(p["input_len"]) + float(p["output_len"]) / 2))
-    kw = {"mem_fraction": float(g["mem_fraction"])} if g.get("mem_fraction") is not None else {}
+    kw = {"model": g["model"], "gpu": g["gpu"], "tp": int(g.get("tp", 1)), "engine": engine, "batch": int(p["concurrency"]),
+          "ctx": ctx}
+    if g.get("mem_fraction") is not None:
+        kw["mem_fraction"] = float(g["mem_fraction"])
     if g.get("dtype") is not None:
         kw["dtype"] = g["dtype"]
-    r = predict(model=g["model"], gpu=g["gpu"], tp=int(g.get("tp", 1)), engine=engine, batch=int(p["concurrency"]),
-                ctx=ctx, **kw)
-    return ctx, r.baseline_step_ms, r.baseline_running_requests
+    r = predict(**kw)
+    if _metric(p) == "itl_median_ms":
+        return ctx, r.baseline_step_ms, r.baseline_running_requests
+    run = predict_run(int(g["requests_per_slot"]) * int(p["concurrency"]), prompt_tokens=float(p["input_len"]),
+                      output_tokens=float(p["output_len"]), accept_spread=0.0,
+                      output_spread=float(g.get("output_spread") or 0.0), **kw)
+    return ctx, run.baseline_tok_s, r.baseline_running_requests
 
 
 def score_decode_steps(groups: list[dict]) -> list[dict]:
@@ -100,16 +137,18 @@ def score_decode_steps(groups: list[dict]) -> list[dict]:
         rows = []
         try:
             for p in g["points"]:
-                ctx, ms, running = _step(g, g["engine"], p)
-                share = prefill_share(p["concurrency"], p["output_len"])
+                metric = _metric(p)
+                pub = float(p[metric])
+                ctx, x, running = _modeled(g, g["engine"], p)
+                itl = metric == "itl_median_ms"
                 row = {"workload": p.get("workload"), "input_len": float(p["input_len"]), "output_len": float(p["output_len"]),
-                       "concurrency": int(p["concurrency"]), "ctx": ctx, "published_step_ms": float(p["itl_median_ms"]),
-                       "predicted_step_ms": ms, "error_pct": 100 * (ms / float(p["itl_median_ms"]) - 1),
-                       "running_requests": int(running), "scored": share < PREFILL_SHARE_MAX,
-                       "kind": "modeled vs published (median ITL)"}
+                       "concurrency": int(p["concurrency"]), "ctx": ctx, "metric": metric, "published": pub,
+                       "predicted": x, "error_pct": 100 * (x / pub - 1), "running_requests": int(running),
+                       "scored": not itl or prefill_share(p["concurrency"], p["output_len"]) < PREFILL_SHARE_MAX,
+                       "kind": f"modeled vs published ({METRICS[metric]})"}
                 if g.get("compare_engine"):
-                    ms2 = _step(g, g["compare_engine"], p)[1]
-                    row["compare_step_ms"], row["compare_error_pct"] = ms2, 100 * (ms2 / float(p["itl_median_ms"]) - 1)
+                    x2 = _modeled(g, g["compare_engine"], p)[1]
+                    row["compare_predicted"], row["compare_error_pct"] = x2, 100 * (x2 / pub - 1)
                 rows.append(row)
         except SpecsimError as exc:
             out.append({"id": gid, "setup": setup, "skipped": f"not expressible with the presets ({exc})", "rows": []})
@@ -148,12 +187,12 @@ def _line(s: dict) -> str:
 
 
 def _cells(r: dict) -> list:
-    return [r["workload"] or "-", r["concurrency"], r["ctx"], r["published_step_ms"], r["predicted_step_ms"], r["error_pct"],
-            r["running_requests"], r.get("compare_error_pct", "-"),
+    return [r["workload"] or "-", r["concurrency"], r["ctx"], METRICS[r["metric"]], r["published"], r["predicted"],
+            r["error_pct"], r["running_requests"], r.get("compare_error_pct", "-"),
             "held out" if r["scored"] else "shown: a prefill in most steps"]
 
 
-HEADERS = ["workload", "concurrency", "ctx", "published ms", "modeled ms", "error %", "running (modeled)",
+HEADERS = ["workload", "concurrency", "ctx", "metric", "published", "modeled", "error %", "running (modeled)",
            "error % (compare)", ""]
 
 
@@ -166,7 +205,7 @@ def decode_steps_text(groups: list[dict]) -> list[str]:
         if g["skipped"]:
             parts.append(printable(f"decode steps not scored: {g['id']} ({g['skipped']})"))
             continue
-        title = (f"{g['id']}: {g['setup']}, plain decode step against the published median ITL (zero-shot; compare: "
+        title = (f"{g['id']}: {g['setup']}, plain decode against the published serving benchmark (zero-shot; compare: "
                  f"{g['compare_engine'] or '-'}): {_line(g)}")
         parts.append(table_text(HEADERS, [_cells(r) for r in g["rows"]], title))
     return parts
@@ -182,11 +221,13 @@ def decode_steps_markdown(groups: list[dict]) -> list[str]:
             continue
         for w in dict.fromkeys(r["workload"] for r in g["rows"]):
             pts = [r for r in g["rows"] if r["workload"] == w]
-            cells = ", ".join(f"{r['concurrency']}: {r['published_step_ms']:.2f} / {r['predicted_step_ms']:.2f} "
-                              f"({r['error_pct']:+.0f} %{'' if r['scored'] else ', shown'})" for r in pts)
-            rows.append([g["id"], g["setup"], f"{w} (ctx {pts[0]['ctx']})", cells,
-                         _line(summary(pts) | {"compare_engine": g["compare_engine"]})])
+            for metric in dict.fromkeys(r["metric"] for r in pts):
+                pm = [r for r in pts if r["metric"] == metric]
+                cells = ", ".join(f"{r['concurrency']}: {r['published']:.4g} / {r['predicted']:.4g} "
+                                  f"({r['error_pct']:+.0f} %{'' if r['scored'] else ', shown'})" for r in pm)
+                rows.append([g["id"], g["setup"], f"{w} (ctx {pm[0]['ctx']})", METRICS[metric], cells,
+                             _line(summary(pm) | {"compare_engine": g["compare_engine"]})])
     if not rows:
         return []
-    return [table_markdown(["decode steps (zero-shot)", "setup", "workload", "concurrency: published / modeled ms (error)",
-                            "scored points"], rows)]
+    return [table_markdown(["plain decode at serving concurrency (zero-shot)", "setup", "workload", "metric",
+                            "concurrency: published / modeled (error)", "scored points"], rows)]

@@ -157,3 +157,38 @@ def test_scenarios_lists_the_engine_presets(run_cli, run_json):
     assert "vllm-async" in names and "vllm" in names and not any(n.startswith("_") for n in names)
     code, out, _ = run_cli("scenarios")
     assert code == 0 and "engine presets: " in out and "vllm-async" in out
+
+
+def test_a_serving_sweep_with_runs_per_slot_counts_each_runs_prefill():
+    """InferenceX's MTP sweep: runs of 10 x batch requests of ~7,400 + ~920 tokens, prefill inside the wall time. Each
+    row is predict_run of that run; counting the prefill pulls the speedup toward 1 (the same prefill in both runs)."""
+    from specsim.analysis.run import predict_run
+    from specsim.analysis.validate_sweeps import score_sweep
+
+    d = json.loads(data_root("calibration").joinpath("datasets", "published_batch_sweeps.json").read_text(encoding="utf-8"))
+    sw = next(s for s in d["sweeps"] if s["id"] == "inferencex-sglang-dsr1-fp8-mtp-h200-tp8-8k1k-crossversion")
+    sc = score_sweep(sw)
+    assert all(abs(r["error_pct"]) < 12 for r in sc.rows)
+    r16 = next(r for r in sc.rows if r["batch"] == 16)
+    kw = dict(model="deepseek-v3", gpu="h200", tp=8, engine="sglang-v2", steps=2, topk=1, ctx=7833, mem_fraction=0.82,
+              max_running_requests=256, accept=sc.tau, batch=16, accept_spread=0.12, output_spread=0.064)
+    run = predict_run(160, prompt_tokens=7372.8, output_tokens=921.6, **kw)
+    assert r16["predicted_speedup"] == pytest.approx(run.speedup, rel=1e-9)
+    assert run.speedup < predict_run(160, **kw).speedup  # without its prefills the same run gains more
+
+
+@pytest.mark.parametrize("bad,field", [({"requests_per_slot": 0}, "sweeps.0.requests_per_slot"),
+                                       ({"requests_per_slot": 10, "requests": 80}, "sweeps.0.requests_per_slot"),
+                                       ({"prefill_counted": "yes"}, "sweeps.0.prefill_counted"),
+                                       ({"prefill_counted": True}, "sweeps.0.prefill_counted"),
+                                       ({"prefill_counted": True, "requests_per_slot": 10, "input_len": None},
+                                        "sweeps.0.prefill_counted"),
+                                       ({"mem_fraction": 0}, "sweeps.0.mem_fraction")])
+def test_hostile_serving_sweep_fields_are_one_line(run_cli, tmp_path, bad, field):
+    sw = {"model": "llama-3.1-8b", "gpu": "h100", "tp": 1, "engine": "sglang", "steps": 3, "topk": 1, "input_len": 128,
+          "output_len": 256, "rows": [{"batch": 1, "speedup": 1.8}, {"batch": 8, "speedup": 1.6}]}
+    f = tmp_path / "d.json"
+    f.write_text(json.dumps({"kind": "throughput_sweeps", "sweeps": [{**sw, **bad}]}))
+    code, _, err = run_cli("validate", str(f))
+    lines = [x for x in err.splitlines() if x.strip()]
+    assert code == 2 and len(lines) == 1 and field in lines[0], err

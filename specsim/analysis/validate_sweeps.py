@@ -122,7 +122,8 @@ def _scenario_kw(it: dict, spec: dict | None = None) -> dict:
     tokens = spec.get("num_draft_tokens")
     return dict(model=it["model"], gpu=gpu, tp=int(it.get("tp") or 1), engine=engine,
                 steps=int(spec["steps"]), topk=topk, ctx=_ctx(it), stop_strings=bool(it.get("stop_strings", False)),
-                **({"draft_tokens": int(tokens)} if topk > 1 and tokens is not None else {}))
+                **({"draft_tokens": int(tokens)} if topk > 1 and tokens is not None else {}),
+                **({"mem_fraction": float(it["mem_fraction"])} if it.get("mem_fraction") is not None else {}))
 
 
 def _running_cap(it: dict, batch: int) -> dict:
@@ -212,6 +213,25 @@ def check_sweeps_dataset(d: dict) -> None:
                     check_number(it[k], f"{f}.{k}", 0, field_range(Workload, "ctx")[1])
             if it.get("requests") is not None:
                 check_int(it["requests"], f"{f}.requests", 1, 10_000_000)
+            if it.get("requests_per_slot") is not None:
+                if it.get("requests") is not None:
+                    raise SpecsimError(f"{f}.requests_per_slot", it["requests_per_slot"], "allowed: either requests (one "
+                                       "run length for every batch) or requests_per_slot, not both")
+                check_int(it["requests_per_slot"], f"{f}.requests_per_slot", 1, 1000)
+            if it.get("mem_fraction") is not None:
+                from ..physics.schema import Engine
+
+                check_number(it["mem_fraction"], f"{f}.mem_fraction", *field_range(Engine, "kv_memory_fraction"))
+            if it.get("prefill_counted") is not None:
+                if not isinstance(it["prefill_counted"], bool):
+                    raise SpecsimError(f"{f}.prefill_counted", it["prefill_counted"], "allowed: true or false")
+                if it["prefill_counted"] and not (it.get("requests") or it.get("requests_per_slot")):
+                    raise SpecsimError(f"{f}.prefill_counted", True, "allowed with a finite run: give requests or "
+                                       "requests_per_slot (a static_batch counts its prefill already)", show_value=False)
+                if it["prefill_counted"] and not all(isinstance(it.get(k), (int, float)) and not isinstance(it.get(k), bool)
+                                                     for k in ("input_len", "output_len")):
+                    raise SpecsimError(f"{f}.prefill_counted", True, "a run that counts its prefill needs input_len and "
+                                       "output_len (tokens per request)", show_value=False)
             if it.get("output_spread") is not None:
                 from .run import check_spread
 
@@ -468,20 +488,26 @@ def score_sweep(sw: dict) -> SweepScore:
     setup = (f"{kw['model']} {kw['gpu']} TP{kw['tp']} {kw['engine']} steps={kw['steps']} topk={kw['topk']} ctx={kw['ctx']}"
              + (" stop strings" if kw.get("stop_strings") else "")
              + (f", a run of {sw['requests']} requests" if sw.get("requests") else "")
+             + (f", runs of {sw['requests_per_slot']} x batch requests" if sw.get("requests_per_slot") else "")
+             + (f" of {lengths[0]:g} + {lengths[1]:g} tokens, prefill counted" if sw.get("prefill_counted") else "")
              + (f", static batches of {lengths[0]:g} + {lengths[1]:g} tokens, prefill counted" if static else "")
              + _spread_text(sw) + _cap_text(sw))
     hi = kw["steps"] + 1.0  # at most steps + 1 tokens commit per cycle, chain or tree
 
     requests = sw.get("requests")  # a finite closed-loop run (the benchmark's own), else a steady stream
+    per_slot = sw.get("requests_per_slot")  # a run whose client sends that many requests per concurrent slot
     spread = _run_spread(sw)
+    prefill = ({"prompt_tokens": float(lengths[0]), "output_tokens": float(lengths[1])}
+               if sw.get("prefill_counted") else {})
 
     def speedup(batch: int, tau: float) -> float:
         cap = _running_cap(sw, batch)
         if static:
             return predict_run(batch, batch=batch, accept=tau, prompt_tokens=float(lengths[0]),
                                output_tokens=float(lengths[1]), **spread, **kw, **cap).speedup
-        if requests:
-            return predict_run(int(requests), batch=batch, accept=tau, **spread, **kw, **cap).speedup
+        if requests or per_slot:
+            n = int(requests) if requests else int(per_slot) * int(batch)
+            return predict_run(n, batch=batch, accept=tau, **prefill, **spread, **kw, **cap).speedup
         return predict(batch=batch, accept=tau, **kw, **cap).speedup
 
     def miss(tau):

@@ -11,9 +11,13 @@ output throughput (``output_tok_s``, the run's output tokens over its wall time)
 (:func:`~specsim.analysis.run.predict_run`), their lengths spread by the group's ``output_spread``. Zero-shot: the
 presets alone, nothing fitted.
 
-A new request arrives every ``output_len / concurrency`` steps and its prefill rides in the step that takes it. Where
-that is one step in two or more (``concurrency / output_len >= 0.5``), the median step carries a prefill as well as the
-decodes and is no longer a decode step: such median-ITL points are shown, not scored.
+A new request joins the running batch every ``output_len / running`` steps (``running``: the requests the engine runs at
+once, the concurrency or fewer where the KV pool holds fewer) and its prefill rides in the step that takes it. Where that
+is one step in two or more (``running / output_len >= 0.5``), the median step carries a prefill as well as the decodes
+and is no longer a decode step: such median-ITL points are shown, not scored.
+
+Errors are in the speed sense for both metrics, as the baselines' and sweeps' are: modeled speed over published, less
+1 (a median ITL's speed is 1 / ITL), so a negative error is a model slower than the measurement.
 """
 
 from __future__ import annotations
@@ -22,23 +26,25 @@ from ..errors import SpecsimError
 
 MAX_GROUPS = 100
 MAX_POINTS = 1000
-MAX_REQUESTS_PER_SLOT = 1000
 METRICS = {"itl_median_ms": "median ITL, ms", "output_tok_s": "output tok/s, whole run"}
 PREFILL_SHARE_MAX = 0.5  # new requests per step past which the median step carries a prefill (module docstring)
 WITHIN_PCT = 10.0  # the zero-shot baseline bar of the serving-batch issue
-DTYPES = ("bf16", "fp8", "int4")  # the weight dtypes --dtype takes
 SERVING_BATCH_MAX = 64  # the serving batches the issue's bar covers ("every batch up to 64")
 
 
-def prefill_share(concurrency: float, output_len: float) -> float:
-    """New requests per decode step of a closed-loop run of fixed-length requests: concurrency / output_len."""
-    return float(concurrency) / float(output_len)
+def prefill_share(running: float, output_len: float) -> float:
+    """New requests per decode step of a closed-loop run of fixed-length requests, ``running`` of them at once:
+    running / output_len."""
+    return float(running) / float(output_len)
 
 
 def check_decode_steps(groups: object) -> None:
     """Every field scoring reads, checked once at the boundary: one-line errors naming the field."""
     from ..io.checks import check_int, check_number
+    from ..io.presets import engine_names, preset_key
     from ..physics.schema import Engine, Parallel, Workload, field_range
+    from .build import DTYPES
+    from .run import MAX_REQUESTS, check_run_lengths
 
     if not isinstance(groups, list) or len(groups) > MAX_GROUPS:
         raise SpecsimError("dataset.decode_steps", type(groups).__name__ if not isinstance(groups, list) else len(groups),
@@ -53,20 +59,25 @@ def check_decode_steps(groups: object) -> None:
         for k in ("model", "gpu", "engine"):
             if not isinstance(g.get(k), str) or not g[k].strip():
                 raise SpecsimError(f"{f}.{k}", g.get(k), "allowed: a preset name (text)")
-        for k in ("compare_engine",):
-            if g.get(k) is not None and (not isinstance(g[k], str) or not g[k].strip()):
-                raise SpecsimError(f"{f}.{k}", g[k], "allowed: a preset name (text)")
+        cmp = g.get("compare_engine")
+        if cmp is not None and (not isinstance(cmp, str) or preset_key("engines", cmp) is None):
+            raise SpecsimError(f"{f}.compare_engine", cmp, f"allowed: an engine preset ({', '.join(engine_names())})")
         check_int(g.get("tp", 1), f"{f}.tp", *field_range(Parallel, "tp"))
         if g.get("dtype") is not None and g["dtype"] not in DTYPES:
             raise SpecsimError(f"{f}.dtype", g["dtype"], f"allowed: {', '.join(DTYPES)} (the weights' dtype, as --dtype)")
         if g.get("mem_fraction") is not None:
             check_number(g["mem_fraction"], f"{f}.mem_fraction", *field_range(Engine, "kv_memory_fraction"))
         if g.get("requests_per_slot") is not None:
+            from .validate_sweeps import MAX_REQUESTS_PER_SLOT
+
             check_int(g["requests_per_slot"], f"{f}.requests_per_slot", 1, MAX_REQUESTS_PER_SLOT)
         if g.get("output_spread") is not None:
             from .run import check_spread
 
             check_spread(g["output_spread"], f"{f}.output_spread")
+            if not any(isinstance(p, dict) and p.get("output_tok_s") is not None for p in g.get("points") or []):
+                raise SpecsimError(f"{f}.output_spread", g["output_spread"], "allowed with output_tok_s points only (a "
+                                   "finite run's lengths; a median ITL is one step)")
         pts = g.get("points")
         if not isinstance(pts, list) or not 1 <= len(pts) <= MAX_POINTS:
             raise SpecsimError(f"{f}.points", type(pts).__name__ if not isinstance(pts, list) else len(pts),
@@ -79,6 +90,8 @@ def check_decode_steps(groups: object) -> None:
                 raise SpecsimError(f"{h}.workload", p["workload"], "allowed: a name (text)")
             check_int(p.get("concurrency"), f"{h}.concurrency", *field_range(Workload, "batch"))
             check_number(p.get("input_len"), f"{h}.input_len", 0, ctx_hi)
+            if p.get("output_tok_s") is not None:  # a finite run of these lengths: the run's own bounds
+                check_run_lengths(p["input_len"], p.get("output_len"), (f"{h}.input_len", f"{h}.output_len"))
             check_number(p.get("output_len"), f"{h}.output_len", 1, ctx_hi)
             if float(p["input_len"]) + float(p["output_len"]) > ctx_hi:
                 raise SpecsimError(f"{h}.output_len", p["output_len"], f"allowed: input_len + output_len <= {ctx_hi:g} tokens")
@@ -93,6 +106,10 @@ def check_decode_steps(groups: object) -> None:
                 if g.get("requests_per_slot") is None:
                     raise SpecsimError(f"{f}.requests_per_slot", None, "missing: a point gives a whole run's output_tok_s, "
                                        "so give the requests the run sent per concurrent slot", show_value=False)
+                n = int(g["requests_per_slot"]) * int(p["concurrency"])
+                if n > MAX_REQUESTS:
+                    raise SpecsimError(f"{h}.concurrency", p["concurrency"], f"allowed: requests_per_slot x concurrency "
+                                       f"<= {MAX_REQUESTS:,} requests in a run (here {n:,})")
 
 
 def work_units(groups: list) -> float:
@@ -109,9 +126,9 @@ def _metric(p: dict) -> str:
 def _modeled(g: dict, engine: str, p: dict):
     """(mean context, the modeled value of the point's metric, requests running at once) on ``engine``."""
     from .predict import predict
-    from .run import predict_run
+    from .run import predict_run, run_ctx
 
-    ctx = int(round(float(p["input_len"]) + float(p["output_len"]) / 2))
+    ctx = run_ctx(p["input_len"], p["output_len"])
     kw = {"model": g["model"], "gpu": g["gpu"], "tp": int(g.get("tp", 1)), "engine": engine, "batch": int(p["concurrency"]),
           "ctx": ctx}
     if g.get("mem_fraction") is not None:
@@ -141,14 +158,15 @@ def score_decode_steps(groups: list[dict]) -> list[dict]:
                 pub = float(p[metric])
                 ctx, x, running = _modeled(g, g["engine"], p)
                 itl = metric == "itl_median_ms"
+                running = min(int(running), int(p["concurrency"]))
                 row = {"workload": p.get("workload"), "input_len": float(p["input_len"]), "output_len": float(p["output_len"]),
                        "concurrency": int(p["concurrency"]), "ctx": ctx, "metric": metric, "published": pub,
-                       "predicted": x, "error_pct": 100 * (x / pub - 1), "running_requests": int(running),
-                       "scored": not itl or prefill_share(p["concurrency"], p["output_len"]) < PREFILL_SHARE_MAX,
+                       "predicted": x, "error_pct": speed_error_pct(metric, x, pub), "running_requests": running,
+                       "scored": not itl or prefill_share(running, p["output_len"]) < PREFILL_SHARE_MAX,
                        "kind": f"modeled vs published ({METRICS[metric]})"}
                 if g.get("compare_engine"):
                     x2 = _modeled(g, g["compare_engine"], p)[1]
-                    row["compare_predicted"], row["compare_error_pct"] = x2, 100 * (x2 / pub - 1)
+                    row["compare_predicted"], row["compare_error_pct"] = x2, speed_error_pct(metric, x2, pub)
                 rows.append(row)
         except SpecsimError as exc:
             out.append({"id": gid, "setup": setup, "skipped": f"not expressible with the presets ({exc})", "rows": []})
@@ -156,6 +174,12 @@ def score_decode_steps(groups: list[dict]) -> list[dict]:
         out.append({"id": gid, "setup": setup, "engine": g["engine"], "compare_engine": g.get("compare_engine"),
                     "skipped": None, "rows": rows, **summary(rows)})
     return out
+
+
+def speed_error_pct(metric: str, modeled: float, published: float) -> float:
+    """Modeled speed over published, less 1, in %: a time (median ITL) is inverted first."""
+    ratio = published / modeled if metric == "itl_median_ms" else modeled / published
+    return 100 * (ratio - 1)
 
 
 def summary(rows: list[dict]) -> dict:
@@ -189,10 +213,10 @@ def _line(s: dict) -> str:
 def _cells(r: dict) -> list:
     return [r["workload"] or "-", r["concurrency"], r["ctx"], METRICS[r["metric"]], r["published"], r["predicted"],
             r["error_pct"], r["running_requests"], r.get("compare_error_pct", "-"),
-            "held out" if r["scored"] else "shown: a prefill in most steps"]
+            "held out" if r["scored"] else "shown: a prefill in half the steps or more"]
 
 
-HEADERS = ["workload", "concurrency", "ctx", "metric", "published", "modeled", "error %", "running (modeled)",
+HEADERS = ["workload", "concurrency", "ctx", "metric", "published", "modeled", "error % (speed)", "running (modeled)",
            "error % (compare)", ""]
 
 
@@ -219,15 +243,15 @@ def decode_steps_markdown(groups: list[dict]) -> list[str]:
     for g in groups:
         if g["skipped"]:
             continue
-        for w in dict.fromkeys(r["workload"] for r in g["rows"]):
-            pts = [r for r in g["rows"] if r["workload"] == w]
+        for w in dict.fromkeys((r["workload"], r["ctx"]) for r in g["rows"]):
+            pts = [r for r in g["rows"] if (r["workload"], r["ctx"]) == w]
             for metric in dict.fromkeys(r["metric"] for r in pts):
                 pm = [r for r in pts if r["metric"] == metric]
                 cells = ", ".join(f"{r['concurrency']}: {r['published']:.4g} / {r['predicted']:.4g} "
                                   f"({r['error_pct']:+.0f} %{'' if r['scored'] else ', shown'})" for r in pm)
-                rows.append([g["id"], g["setup"], f"{w} (ctx {pm[0]['ctx']})", METRICS[metric], cells,
+                rows.append([g["id"], g["setup"], f"{w[0] or '-'} (ctx {w[1]})", METRICS[metric], cells,
                              _line(summary(pm) | {"compare_engine": g["compare_engine"]})])
     if not rows:
         return []
     return [table_markdown(["plain decode at serving concurrency (zero-shot)", "setup", "workload", "metric",
-                            "concurrency: published / modeled (error)", "scored points"], rows)]
+                            "concurrency: published / modeled (speed error)", "scored points"], rows)]

@@ -98,7 +98,9 @@ def _ctx(sw: dict) -> int:
         return int(sw["ctx"])
     inp, out = sw.get("input_len"), sw.get("output_len")
     if isinstance(inp, (int, float)) and isinstance(out, (int, float)):
-        return int(inp + out / 2)
+        from .run import run_ctx
+
+        return run_ctx(inp, out)
     return DEFAULT_CTX
 
 
@@ -161,6 +163,7 @@ def _check_cap(v, f: str, readings: bool = False) -> None:
 
 
 MAX_CAP_READINGS = 8
+MAX_REQUESTS_PER_SLOT = 1000  # a client's requests per concurrent slot (InferenceX sends 10)
 
 
 def _scorings(it: dict) -> int:
@@ -213,11 +216,23 @@ def check_sweeps_dataset(d: dict) -> None:
                     check_number(it[k], f"{f}.{k}", 0, field_range(Workload, "ctx")[1])
             if it.get("requests") is not None:
                 check_int(it["requests"], f"{f}.requests", 1, 10_000_000)
+            for k in ("requests_per_slot", "prefill_counted"):
+                if it.get(k) is not None and key != "sweeps":
+                    raise SpecsimError(f"{f}.{k}", it[k], "allowed only on a sweep (a finite run of each batch)")
+            if it.get("static_batch") and (it.get("requests") is not None or it.get("requests_per_slot") is not None):
+                raise SpecsimError(f"{f}.static_batch", True, "allowed: a static batch (one wave of each batch) or a "
+                                   "finite run (requests, requests_per_slot), not both", show_value=False)
             if it.get("requests_per_slot") is not None:
+                from .run import MAX_REQUESTS
+
                 if it.get("requests") is not None:
                     raise SpecsimError(f"{f}.requests_per_slot", it["requests_per_slot"], "allowed: either requests (one "
                                        "run length for every batch) or requests_per_slot, not both")
-                check_int(it["requests_per_slot"], f"{f}.requests_per_slot", 1, 1000)
+                check_int(it["requests_per_slot"], f"{f}.requests_per_slot", 1, MAX_REQUESTS_PER_SLOT)
+                most = max((r.get("batch") for _, r in _rows(it, f) if isinstance(r.get("batch"), int)), default=1)
+                if int(it["requests_per_slot"]) * most > MAX_REQUESTS:
+                    raise SpecsimError(f"{f}.requests_per_slot", it["requests_per_slot"], f"allowed: requests_per_slot x "
+                                       f"the largest batch ({most}) <= {MAX_REQUESTS:,} requests in a run")
             if it.get("mem_fraction") is not None:
                 from ..physics.schema import Engine
 
@@ -232,6 +247,10 @@ def check_sweeps_dataset(d: dict) -> None:
                                                      for k in ("input_len", "output_len")):
                     raise SpecsimError(f"{f}.prefill_counted", True, "a run that counts its prefill needs input_len and "
                                        "output_len (tokens per request)", show_value=False)
+                if it["prefill_counted"]:
+                    from .run import check_run_lengths
+
+                    check_run_lengths(it["input_len"], it["output_len"], (f"{f}.input_len", f"{f}.output_len"))
             if it.get("output_spread") is not None:
                 from .run import check_spread
 

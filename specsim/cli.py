@@ -263,9 +263,11 @@ def predict(
         drain = (f"; per-request spread: acceptance {run.accept_spread:g}, output {run.output_spread:g}, so the batch "
                  f"drains gradually (mean in flight {run.spec_concurrency:.1f}, baseline {run.baseline_concurrency:.1f})"
                  if run.accept_spread or run.output_spread else "")
+        ttft = (f", TTFT {run.ttft_ms:,.1f} ms vs {run.baseline_ttft_ms:,.1f}" if run.ttft_ms is not None else "")
         typer.echo(f"run of {run.requests} requests on {run.slots} slots ({'equal waves' if not drain else 'waves if equal'}: "
                    f"{shape}){pre}{drain}, modeled: "
-                   f"{run.tok_s:,.1f} tok/s vs {run.baseline_tok_s:,.1f} baseline = {run.speedup:.3f}x")
+                   f"{run.tok_s:,.1f} tok/s vs {run.baseline_tok_s:,.1f} baseline = {run.speedup:.3f}x; per request: "
+                   f"TPOT {run.tpot_ms:.2f} ms vs {run.baseline_tpot_ms:.2f} baseline{ttft}")
 
 
 @app.command()

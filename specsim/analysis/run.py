@@ -59,6 +59,12 @@ class RunPrediction:
     output_spread: float = 0.0  # per-request spread (CV) of output tokens
     spec_concurrency: float | None = None  # mean requests in flight over the decode's wall time, modeled
     baseline_concurrency: float | None = None
+    #: mean time per output token after the first, and to the first token, of one request (ms, modeled; as serving
+    #: benchmarks report them): TTFT only where the prefill is counted
+    tpot_ms: float | None = None
+    baseline_tpot_ms: float | None = None
+    ttft_ms: float | None = None
+    baseline_ttft_ms: float | None = None
 
     @property
     def speedup(self) -> float:
@@ -72,6 +78,8 @@ class RunPrediction:
                 "prefill_counted": self.prompt_tokens is not None,
                 "accept_spread": self.accept_spread, "output_spread": self.output_spread,
                 "concurrency": self.spec_concurrency, "baseline_concurrency": self.baseline_concurrency,
+                "tpot_ms": self.tpot_ms, "baseline_tpot_ms": self.baseline_tpot_ms,
+                **({"ttft_ms": self.ttft_ms, "baseline_ttft_ms": self.baseline_ttft_ms} if self.ttft_ms is not None else {}),
                 **({"prompt_tokens": self.prompt_tokens, "output_tokens": self.output_tokens}
                    if self.prompt_tokens is not None else {})}
 
@@ -228,9 +236,13 @@ def predict_run(requests: int, scenario=None, *, prompt_tokens: float | None = N
     # wall ms of the run for one output token per request (prefill: per output token)
     spec_ms = float(spec_occ @ cycle_ms[: len(spec_occ)]) / tau
     base_ms = float(base_occ @ step_ms[: len(base_occ)])
+    spec_conc, base_conc = _concurrency(spec_occ, cycle_ms), _concurrency(base_occ, step_ms)
+    # per request (Little's law on the engine's running requests): ms in flight per output token, and the own prefill
+    lat = {"spec": spec_conc * spec_ms / requests, "base": base_conc * base_ms / requests}
+    ttft = {"spec": None, "base": None}
     if prompt_tokens is not None:
         def prefills(ws, spread):  # (prompts prefilled together, times): per wave, or the first batch then one by one
-            if spread == 0.0 or len(ws) == 1:
+            if spread == 0.0 or sum(c for _, c in ws) == 1:  # equal requests, or a single wave
                 return ws
             first = ws[0][0]
             return [(first, 1), (1, requests - first)]
@@ -242,11 +254,31 @@ def predict_run(requests: int, scenario=None, *, prompt_tokens: float | None = N
             spec_ms += count * (float(pre[n]["target"]) + float(pre[n]["draft"])) / float(output_tokens)
         for n, count in base_pre:
             base_ms += count * float(pre[n]["target"]) / float(output_tokens)
+        out = float(output_tokens)
+        for key, groups, ws, run_slots, draft in (("spec", spec_pre, spec_ws, spec_slots, True),
+                                                 ("base", base_pre, base_ws, base_slots, False)):
+            ms = {n: float(pre[n]["target"]) + (float(pre[n]["draft"]) if draft else 0.0) for n, _ in groups}
+            singles = groups != ws  # after the first batch, prompts one by one, the other slots held waiting
+            held = sum(count * ms[n] * (run_slots if singles and n == 1 else n) for n, count in groups)
+            ttft[key] = sum(count * n * ms[n] for n, count in groups) / requests
+            lat[key] += held / out / requests  # in flight per output token: decode, and the prefills it waits through
     return RunPrediction(requests, slots, spec_ws, tok_s=1e3 * requests / spec_ms, baseline_tok_s=1e3 * requests / base_ms,
                          prompt_tokens=prompt_tokens, output_tokens=output_tokens,
                          baseline_waves=None if base_ws == spec_ws else base_ws,
                          accept_spread=accept_spread, output_spread=output_spread,
-                         spec_concurrency=_concurrency(spec_occ, cycle_ms), baseline_concurrency=_concurrency(base_occ, step_ms))
+                         spec_concurrency=spec_conc, baseline_concurrency=base_conc,
+                         tpot_ms=_tpot(lat["spec"], ttft["spec"], output_tokens),
+                         baseline_tpot_ms=_tpot(lat["base"], ttft["base"], output_tokens),
+                         ttft_ms=ttft["spec"], baseline_ttft_ms=ttft["base"])
+
+
+def _tpot(in_flight_ms_per_token: float, ttft_ms: float | None, output_tokens: float | None) -> float:
+    """A request's mean time per output token after its first: its time in flight less its own prefill, over the
+    tokens after the first (serving benchmarks' TPOT); without lengths, its decode time per output token."""
+    if ttft_ms is None or output_tokens is None or float(output_tokens) <= 1.0:
+        return in_flight_ms_per_token
+    out = float(output_tokens)
+    return (in_flight_ms_per_token * out - ttft_ms) / (out - 1.0)
 
 
 def _concurrency(occ, step_ms) -> float:

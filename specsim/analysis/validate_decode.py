@@ -6,7 +6,8 @@ A group is one published serving benchmark of one deployment (model, GPU, TP, en
 median inter-token latency of each point. At steady state the median ITL is one decode step of the running batch at
 the mean context ``input_len + output_len / 2``; the model's is ``baseline_step_ms`` at that batch and context, the
 engine's KV pool holding what it holds (``baseline_running_requests``). A point may give instead the whole run's
-output throughput (``output_tok_s``, the run's output tokens over its wall time): it is scored as the finite run it was,
+output throughput (``output_tok_s``, the run's output tokens over its wall time) or its requests' mean time per output
+token after the first (``tpot_mean_ms``, as serving benchmarks report TPOT): it is scored as the finite run it was,
 ``requests_per_slot x concurrency`` requests on ``concurrency`` slots, each prompt's prefill counted
 (:func:`~specsim.analysis.run.predict_run`), their lengths spread by the group's ``output_spread``. Zero-shot: the
 presets alone, nothing fitted.
@@ -26,7 +27,10 @@ from ..errors import SpecsimError
 
 MAX_GROUPS = 100
 MAX_POINTS = 1000
-METRICS = {"itl_median_ms": "median ITL, ms", "output_tok_s": "output tok/s, whole run"}
+METRICS = {"itl_median_ms": "median ITL, ms", "output_tok_s": "output tok/s, whole run",
+           "tpot_mean_ms": "mean TPOT, ms, whole run"}
+RUN_METRICS = ("output_tok_s", "tpot_mean_ms")  # scored as the finite run the benchmark was
+TIME_METRICS = ("itl_median_ms", "tpot_mean_ms")  # a time: its speed is its inverse
 PREFILL_SHARE_MAX = 0.5  # new requests per step past which the median step carries a prefill (module docstring)
 WITHIN_PCT = 10.0  # the zero-shot baseline bar of the serving-batch issue
 SERVING_BATCH_MAX = 64  # the serving batches the issue's bar covers ("every batch up to 64")
@@ -75,9 +79,9 @@ def check_decode_steps(groups: object) -> None:
             from .run import check_spread
 
             check_spread(g["output_spread"], f"{f}.output_spread")
-            if not any(isinstance(p, dict) and p.get("output_tok_s") is not None for p in g.get("points") or []):
-                raise SpecsimError(f"{f}.output_spread", g["output_spread"], "allowed with output_tok_s points only (a "
-                                   "finite run's lengths; a median ITL is one step)")
+            if not any(isinstance(p, dict) and any(p.get(m) is not None for m in RUN_METRICS) for p in g.get("points") or []):
+                raise SpecsimError(f"{f}.output_spread", g["output_spread"], "allowed with whole-run points only "
+                                   "(output_tok_s, tpot_mean_ms: a finite run's lengths; a median ITL is one step)")
         pts = g.get("points")
         if not isinstance(pts, list) or not 1 <= len(pts) <= MAX_POINTS:
             raise SpecsimError(f"{f}.points", type(pts).__name__ if not isinstance(pts, list) else len(pts),
@@ -90,7 +94,7 @@ def check_decode_steps(groups: object) -> None:
                 raise SpecsimError(f"{h}.workload", p["workload"], "allowed: a name (text)")
             check_int(p.get("concurrency"), f"{h}.concurrency", *field_range(Workload, "batch"))
             check_number(p.get("input_len"), f"{h}.input_len", 0, ctx_hi)
-            if p.get("output_tok_s") is not None:  # a finite run of these lengths: the run's own bounds
+            if any(p.get(m) is not None for m in RUN_METRICS):  # a finite run of these lengths: the run's own bounds
                 check_run_lengths(p["input_len"], p.get("output_len"), (f"{h}.input_len", f"{h}.output_len"))
             check_number(p.get("output_len"), f"{h}.output_len", 1, ctx_hi)
             if float(p["input_len"]) + float(p["output_len"]) > ctx_hi:
@@ -99,12 +103,11 @@ def check_decode_steps(groups: object) -> None:
             if len(given) != 1:
                 raise SpecsimError(f"{h}", ", ".join(given) or "neither", f"allowed: exactly one of {', '.join(METRICS)}",
                                    show_value=bool(given))
-            if given[0] == "itl_median_ms":
-                check_number(p["itl_median_ms"], f"{h}.itl_median_ms", 0, 1e6, lo_open=True)
-            else:
-                check_number(p["output_tok_s"], f"{h}.output_tok_s", 0, 1e9, lo_open=True)
+            m = given[0]
+            check_number(p[m], f"{h}.{m}", 0, 1e6 if m in TIME_METRICS else 1e9, lo_open=True)
+            if m in RUN_METRICS:
                 if g.get("requests_per_slot") is None:
-                    raise SpecsimError(f"{f}.requests_per_slot", None, "missing: a point gives a whole run's output_tok_s, "
+                    raise SpecsimError(f"{f}.requests_per_slot", None, f"missing: a point gives a whole run's {m}, "
                                        "so give the requests the run sent per concurrent slot", show_value=False)
                 n = int(g["requests_per_slot"]) * int(p["concurrency"])
                 if n > MAX_REQUESTS:
@@ -115,12 +118,12 @@ def check_decode_steps(groups: object) -> None:
 def work_units(groups: list) -> float:
     """Model evaluations scoring takes: one per median-ITL point and engine reading, a finite run's two per point (its
     prefill and its decode)."""
-    return float(sum(sum(2 if p.get("output_tok_s") is not None else 1 for p in g["points"])
+    return float(sum(sum(2 if any(p.get(m) is not None for m in RUN_METRICS) else 1 for p in g["points"])
                      * (2 if g.get("compare_engine") else 1) for g in groups))
 
 
 def _metric(p: dict) -> str:
-    return "itl_median_ms" if p.get("itl_median_ms") is not None else "output_tok_s"
+    return next(m for m in METRICS if p.get(m) is not None)
 
 
 def _modeled(g: dict, engine: str, p: dict):
@@ -141,7 +144,7 @@ def _modeled(g: dict, engine: str, p: dict):
     run = predict_run(int(g["requests_per_slot"]) * int(p["concurrency"]), prompt_tokens=float(p["input_len"]),
                       output_tokens=float(p["output_len"]), accept_spread=0.0,
                       output_spread=float(g.get("output_spread") or 0.0), **kw)
-    return ctx, run.baseline_tok_s, r.baseline_running_requests
+    return ctx, run.baseline_tok_s if _metric(p) == "output_tok_s" else run.baseline_tpot_ms, r.baseline_running_requests
 
 
 def score_decode_steps(groups: list[dict]) -> list[dict]:
@@ -178,7 +181,7 @@ def score_decode_steps(groups: list[dict]) -> list[dict]:
 
 def speed_error_pct(metric: str, modeled: float, published: float) -> float:
     """Modeled speed over published, less 1, in %: a time (median ITL) is inverted first."""
-    ratio = published / modeled if metric == "itl_median_ms" else modeled / published
+    ratio = published / modeled if metric in TIME_METRICS else modeled / published
     return 100 * (ratio - 1)
 
 

@@ -141,11 +141,16 @@ GROUP = {"model": "qwen3-8b", "gpu": "h100", "tp": 1, "engine": "vllm-async", "p
                                         "decode_steps.0.points.0.concurrency"),
                                        ({"output_spread": 0.1}, "decode_steps.0.output_spread")])
 def test_hostile_decode_steps_are_one_line(run_cli, tmp_path, bad, field):
+    _refused_in_one_line(run_cli, tmp_path, {"decode_steps": [{**GROUP, **bad}]}, field)
+
+
+def _refused_in_one_line(run_cli, tmp_path, sections: dict, field: str) -> None:
+    """``specsim validate`` on a dataset of these sections exits 2 with one line that names ``field``."""
     f = tmp_path / "d.json"
-    f.write_text(json.dumps({"kind": "throughput_sweeps", "decode_steps": [{**GROUP, **bad}]}))
+    f.write_text(json.dumps({"kind": "throughput_sweeps", **sections}))
     code, _, err = run_cli("validate", str(f))
     lines = [x for x in err.splitlines() if x.strip()]
-    assert code == 2 and len(lines) == 1 and field in lines[0], err
+    assert code == 2 and len(lines) == 1 and err.count("\n") == 1 and field in lines[0], err
 
 
 def test_a_group_the_presets_cannot_express_is_skipped_not_fatal(run_json, tmp_path):
@@ -207,11 +212,7 @@ def test_a_serving_sweep_with_runs_per_slot_counts_each_runs_prefill():
 def test_hostile_serving_sweep_fields_are_one_line(run_cli, tmp_path, bad, field):
     sw = {"model": "llama-3.1-8b", "gpu": "h100", "tp": 1, "engine": "sglang", "steps": 3, "topk": 1, "input_len": 128,
           "output_len": 256, "rows": [{"batch": 1, "speedup": 1.8}, {"batch": 8, "speedup": 1.6}]}
-    f = tmp_path / "d.json"
-    f.write_text(json.dumps({"kind": "throughput_sweeps", "sweeps": [{**sw, **bad}]}))
-    code, _, err = run_cli("validate", str(f))
-    lines = [x for x in err.splitlines() if x.strip()]
-    assert code == 2 and len(lines) == 1 and field in lines[0], err
+    _refused_in_one_line(run_cli, tmp_path, {"sweeps": [{**sw, **bad}]}, field)
 
 
 def test_finite_run_fields_outside_a_sweep_are_refused(run_cli, tmp_path):
@@ -220,10 +221,7 @@ def test_finite_run_fields_outside_a_sweep_are_refused(run_cli, tmp_path):
     group = {"model": "llama-3.1-8b", "gpu": "h200", "tp": 1, "engine": "sglang", "rows": [row]}
     for extra, field in (({"requests_per_slot": 10}, "configs.0.requests_per_slot"),
                          ({"prefill_counted": True}, "configs.0.prefill_counted")):
-        f = tmp_path / "d.json"
-        f.write_text(json.dumps({"kind": "throughput_sweeps", "configs": [{**group, **extra}]}))
-        code, _, err = run_cli("validate", str(f))
-        assert code == 2 and err.count("\n") == 1 and field in err, err
+        _refused_in_one_line(run_cli, tmp_path, {"configs": [{**group, **extra}]}, field)
 
 
 def test_serving_tpot_carries_the_prefill_stalls():

@@ -237,6 +237,7 @@ def predict_run(requests: int, scenario=None, *, prompt_tokens: float | None = N
     spec_ms = float(spec_occ @ cycle_ms[: len(spec_occ)]) / tau
     base_ms = float(base_occ @ step_ms[: len(base_occ)])
     spec_conc, base_conc = _concurrency(spec_occ, cycle_ms), _concurrency(base_occ, step_ms)
+    wall = {"spec": spec_ms, "base": base_ms}  # per output token per request, prefills added below
     # per request (Little's law on the engine's running requests): ms in flight per output token, and the own prefill
     lat = {"spec": spec_conc * spec_ms / requests, "base": base_conc * base_ms / requests}
     ttft = {"spec": None, "base": None}
@@ -250,19 +251,17 @@ def predict_run(requests: int, scenario=None, *, prompt_tokens: float | None = N
         spec_pre, base_pre = prefills(spec_ws, spec_spread), prefills(base_ws, output_spread)
         pre = {n: prefill_ms(scenario_params(build_scenario(sc, batch=n)), float(prompt_tokens), float(n))
                for n in {n for n, _ in spec_pre + base_pre}}
-        for n, count in spec_pre:
-            spec_ms += count * (float(pre[n]["target"]) + float(pre[n]["draft"])) / float(output_tokens)
-        for n, count in base_pre:
-            base_ms += count * float(pre[n]["target"]) / float(output_tokens)
         out = float(output_tokens)
         for key, groups, ws, run_slots, draft in (("spec", spec_pre, spec_ws, spec_slots, True),
                                                  ("base", base_pre, base_ws, base_slots, False)):
             ms = {n: float(pre[n]["target"]) + (float(pre[n]["draft"]) if draft else 0.0) for n, _ in groups}
+            for n, count in groups:
+                wall[key] += count * ms[n] / out
             singles = groups != ws  # after the first batch, prompts one by one, the other slots held waiting
             held = sum(count * ms[n] * (run_slots if singles and n == 1 else n) for n, count in groups)
             ttft[key] = sum(count * n * ms[n] for n, count in groups) / requests
             lat[key] += held / out / requests  # in flight per output token: decode, and the prefills it waits through
-    return RunPrediction(requests, slots, spec_ws, tok_s=1e3 * requests / spec_ms, baseline_tok_s=1e3 * requests / base_ms,
+    return RunPrediction(requests, slots, spec_ws, tok_s=1e3 * requests / wall["spec"], baseline_tok_s=1e3 * requests / wall["base"],
                          prompt_tokens=prompt_tokens, output_tokens=output_tokens,
                          baseline_waves=None if base_ws == spec_ws else base_ws,
                          accept_spread=accept_spread, output_spread=output_spread,

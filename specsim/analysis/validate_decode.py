@@ -46,9 +46,10 @@ def check_decode_steps(groups: object) -> None:
     """Every field scoring reads, checked once at the boundary: one-line errors naming the field."""
     from ..io.checks import check_int, check_number
     from ..io.presets import engine_names, preset_key
-    from ..physics.schema import Engine, Parallel, Workload, field_range
+    from ..physics.schema import Parallel, Workload, field_range
     from .build import DTYPES
     from .run import MAX_REQUESTS, check_run_lengths
+    from .validate_sweeps import MAX_REQUESTS_PER_SLOT, check_deployment_head
 
     if not isinstance(groups, list) or len(groups) > MAX_GROUPS:
         raise SpecsimError("dataset.decode_steps", type(groups).__name__ if not isinstance(groups, list) else len(groups),
@@ -58,22 +59,14 @@ def check_decode_steps(groups: object) -> None:
         f = f"dataset.decode_steps.{i}"
         if not isinstance(g, dict):
             raise SpecsimError(f, g, "allowed: an object")
-        if g.get("id") is not None and not isinstance(g["id"], str):
-            raise SpecsimError(f"{f}.id", g["id"], "allowed: a name (text)")
-        for k in ("model", "gpu", "engine"):
-            if not isinstance(g.get(k), str) or not g[k].strip():
-                raise SpecsimError(f"{f}.{k}", g.get(k), "allowed: a preset name (text)")
+        check_deployment_head(g, f)
         cmp = g.get("compare_engine")
         if cmp is not None and (not isinstance(cmp, str) or preset_key("engines", cmp) is None):
             raise SpecsimError(f"{f}.compare_engine", cmp, f"allowed: an engine preset ({', '.join(engine_names())})")
         check_int(g.get("tp", 1), f"{f}.tp", *field_range(Parallel, "tp"))
         if g.get("dtype") is not None and g["dtype"] not in DTYPES:
             raise SpecsimError(f"{f}.dtype", g["dtype"], f"allowed: {', '.join(DTYPES)} (the weights' dtype, as --dtype)")
-        if g.get("mem_fraction") is not None:
-            check_number(g["mem_fraction"], f"{f}.mem_fraction", *field_range(Engine, "kv_memory_fraction"))
         if g.get("requests_per_slot") is not None:
-            from .validate_sweeps import MAX_REQUESTS_PER_SLOT
-
             check_int(g["requests_per_slot"], f"{f}.requests_per_slot", 1, MAX_REQUESTS_PER_SLOT)
         if g.get("output_spread") is not None:
             from .run import check_spread
@@ -138,13 +131,14 @@ def _modeled(g: dict, engine: str, p: dict):
         kw["mem_fraction"] = float(g["mem_fraction"])
     if g.get("dtype") is not None:
         kw["dtype"] = g["dtype"]
-    r = predict(**kw)
     if _metric(p) == "itl_median_ms":
+        r = predict(**kw)
         return ctx, r.baseline_step_ms, r.baseline_running_requests
     run = predict_run(int(g["requests_per_slot"]) * int(p["concurrency"]), prompt_tokens=float(p["input_len"]),
                       output_tokens=float(p["output_len"]), accept_spread=0.0,
                       output_spread=float(g.get("output_spread") or 0.0), **kw)
-    return ctx, run.baseline_tok_s if _metric(p) == "output_tok_s" else run.baseline_tpot_ms, r.baseline_running_requests
+    running = (run.baseline_waves or run.waves)[0][0]  # the plain run's first wave: the requests it runs at once
+    return ctx, run.baseline_tok_s if _metric(p) == "output_tok_s" else run.baseline_tpot_ms, running
 
 
 def score_decode_steps(groups: list[dict]) -> list[dict]:

@@ -178,6 +178,21 @@ MAX_ROWS = 10_000
 MAX_SCORED_ROWS = 20_000  # rows of all sweeps, configs and overlap gains together: each is one or two model evaluations
 
 
+def check_deployment_head(it: dict, f: str) -> None:
+    """The fields every dataset item that names a deployment shares: its ``id`` (text), the ``model``, ``gpu`` and
+    ``engine`` preset names, and the launch's ``mem_fraction``; one-line errors naming the field ``f.<key>``."""
+    from ..io.checks import check_number
+    from ..physics.schema import Engine, field_range
+
+    if it.get("id") is not None and not isinstance(it["id"], str):
+        raise SpecsimError(f"{f}.id", it["id"], "allowed: a name (text)")
+    for k in ("model", "gpu", "engine"):
+        if not isinstance(it.get(k), str) or not it[k].strip():
+            raise SpecsimError(f"{f}.{k}", it.get(k), "allowed: a preset name (text)")
+    if it.get("mem_fraction") is not None:
+        check_number(it["mem_fraction"], f"{f}.mem_fraction", *field_range(Engine, "kv_memory_fraction"))
+
+
 def check_sweeps_dataset(d: dict) -> None:
     """Every field scoring reads, checked once at the boundary: one-line errors naming the field."""
     from ..io.checks import check_int, check_number
@@ -201,11 +216,7 @@ def check_sweeps_dataset(d: dict) -> None:
             if not isinstance(it, dict):
                 raise SpecsimError(f"dataset.{key}.{i}", it, "allowed: an object")
             f = f"dataset.{key}.{i}"
-            if it.get("id") is not None and not isinstance(it["id"], str):
-                raise SpecsimError(f"{f}.id", it["id"], "allowed: a name (text)")
-            for k in ("model", "gpu", "engine"):
-                if not isinstance(it.get(k), str) or not it[k].strip():
-                    raise SpecsimError(f"{f}.{k}", it.get(k), "allowed: a preset name (text)")
+            check_deployment_head(it, f)
             for k in ("engine_preset", "gpu_preset"):
                 if it.get(k) is not None and not isinstance(it[k], str):
                     raise SpecsimError(f"{f}.{k}", it[k], "allowed: a preset name (text)")
@@ -233,10 +244,6 @@ def check_sweeps_dataset(d: dict) -> None:
                 if int(it["requests_per_slot"]) * most > MAX_REQUESTS:
                     raise SpecsimError(f"{f}.requests_per_slot", it["requests_per_slot"], f"allowed: requests_per_slot x "
                                        f"the largest batch ({most}) <= {MAX_REQUESTS:,} requests in a run")
-            if it.get("mem_fraction") is not None:
-                from ..physics.schema import Engine
-
-                check_number(it["mem_fraction"], f"{f}.mem_fraction", *field_range(Engine, "kv_memory_fraction"))
             if it.get("prefill_counted") is not None:
                 if not isinstance(it["prefill_counted"], bool):
                     raise SpecsimError(f"{f}.prefill_counted", it["prefill_counted"], "allowed: true or false")
